@@ -1,0 +1,1 @@
+"""What the factory can build: target kits and capability archetypes."""

@@ -1,0 +1,1 @@
+"""Spec -> package files (render) -> validated package in place (build)."""

@@ -1,0 +1,46 @@
+"""Format rendered Python with ruff (import sorting, then `ruff format`).
+
+Templates cannot be pre-formatted for every capability name (names change line
+lengths), so rendered code goes through the formatter, as codegen tools do.
+ruff is pinned in pyproject.toml so the same spec gives byte-identical files.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+from pathlib import Path
+
+from ruff.__main__ import find_ruff_bin
+
+from factory.errors import FactoryError
+
+RUFF_OPTIONS = ["--isolated", "--line-length", "88", "--target-version", "py310"]
+
+
+def _ruff(*arguments: str, cwd: Path) -> None:
+    command = [str(find_ruff_bin()), *arguments]
+    result = subprocess.run(
+        command, cwd=cwd, capture_output=True, text=True, check=False
+    )
+    if result.returncode != 0:
+        raise FactoryError(
+            f"formatting the generated code failed ({' '.join(arguments[:2])}): "
+            f"{result.stdout.strip()} {result.stderr.strip()}"
+        )
+
+
+def format_python(files: dict[str, str]) -> dict[str, str]:
+    """Return `files` with every `.py` file import-sorted and ruff-formatted."""
+    python = {path: text for path, text in files.items() if path.endswith(".py")}
+    with tempfile.TemporaryDirectory(prefix="trace-format-") as tmp:
+        root = Path(tmp)
+        for path, text in python.items():
+            (root / path).parent.mkdir(parents=True, exist_ok=True)
+            (root / path).write_text(text, encoding="utf-8")
+        _ruff(
+            "check", "--select", "I", "--fix", "--quiet", *RUFF_OPTIONS, ".", cwd=root
+        )
+        _ruff("format", "--quiet", *RUFF_OPTIONS, ".", cwd=root)
+        formatted = {path: (root / path).read_text(encoding="utf-8") for path in python}
+    return {**files, **formatted}

@@ -1,0 +1,142 @@
+"""The capability spec (`capability.json`): a versioned pydantic model.
+
+It is the output of `factory analyze` and the input of `factory generate`; a bad
+file is rejected with errors that name the field, the bad value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import json
+import keyword
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from factory.errors import FactoryError
+
+SCHEMA_VERSION = "1.0"
+NAME_PATTERN = r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class InlineTarget(_Model):
+    """A custom target: its tools (OpenAI schemas), policy text and state description."""
+
+    tools: list[dict[str, Any]] = Field(min_length=1)
+    policy: str = Field(min_length=1)
+    state: str = Field(min_length=1, description="what the target's state holds")
+
+
+class FailurePattern(_Model):
+    """Where the analysis saw the capability lacking."""
+
+    task_id: str
+    note: str = ""
+
+
+class Evidence(_Model):
+    """The contrastive statistics that retained the capability (paper section 3.3)."""
+
+    er_pos: float = Field(ge=0, le=1, description="lacking rate among successes")
+    er_neg: float = Field(ge=0, le=1, description="lacking rate among failures")
+    delta: float = Field(ge=-1, le=1, description="er_neg - er_pos")
+    coverage: float = Field(ge=0, le=1, description="share of failures lacking it")
+    runs_selected: int = Field(ge=0)
+    runs_total: int = Field(ge=1)
+    n_failed: int = Field(ge=0)
+    n_passed: int = Field(ge=0)
+
+
+class Generation(_Model):
+    """How the environment is generated: episode length, difficulty, reward."""
+
+    max_turns: int = Field(default=30, ge=2, le=200)
+    difficulty: dict[str, int] = Field(default_factory=dict)
+    reward_mode: Literal["binary", "partial"] = "binary"
+    validation_seeds: int = Field(default=50, ge=1, le=10_000)
+
+
+class CapabilitySpec(_Model):
+    """One capability the agent lacks, and how to build its training environment."""
+
+    schema_version: Literal["1.0"] = SCHEMA_VERSION
+    name: str = Field(min_length=2, max_length=48, pattern=NAME_PATTERN)
+    title: str = Field(min_length=1, max_length=120)
+    description: str = Field(min_length=10)
+    archetype: str | None = None
+    target: str | InlineTarget
+    failure_patterns: list[FailurePattern] = Field(default_factory=list)
+    evidence: Evidence | None = None
+    generation: Generation = Field(default_factory=Generation)
+
+    @field_validator("name")
+    @classmethod
+    def _not_a_keyword(cls, value: str) -> str:
+        if keyword.iskeyword(value):
+            raise ValueError(f"'{value}' is a Python keyword")
+        return value
+
+    @field_validator("title", "description")
+    @classmethod
+    def _printable(cls, value: str) -> str:
+        if (
+            '"""' in value
+            or "\\" in value
+            or any(ord(c) < 32 and c != "\n" for c in value)
+        ):
+            raise ValueError(
+                "may not contain triple quotes, backslashes or control characters"
+            )
+        return value
+
+    def to_json(self) -> str:
+        """Canonical JSON text (2-space indent, trailing newline)."""
+        return self.model_dump_json(indent=2, exclude_none=False) + "\n"
+
+
+def _describe(error: dict[str, Any]) -> str:
+    field = ".".join(str(part) for part in error["loc"]) or "(top level)"
+    value = error.get("input")
+    shown = json.dumps(value)[:80] if not isinstance(value, dict) else "{...}"
+    message = error["msg"]
+    if error["type"] == "string_pattern_mismatch" and field == "name":
+        message = "must be snake_case: lower-case letters, digits and single underscores, starting with a letter"
+    return f"  - {field}: {message} (got {shown})"
+
+
+def parse_spec(text: str, source: str = "capability spec") -> CapabilitySpec:
+    """Validate spec JSON text; raise FactoryError listing every bad field."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise FactoryError(
+            f"{source} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from None
+    if not isinstance(data, dict):
+        raise FactoryError(f"{source} must be a JSON object with the spec's fields")
+    try:
+        return CapabilitySpec.model_validate(data)
+    except ValidationError as exc:
+        lines = [_describe(error) for error in exc.errors()]
+        raise FactoryError(
+            f"{source} is not a valid capability spec ({len(lines)} problem(s)):\n"
+            + "\n".join(lines)
+            + "\nRun `factory schema` for the full JSON Schema."
+        ) from None
+
+
+def load_spec(path: str | Path) -> CapabilitySpec:
+    """Read and validate a capability.json file."""
+    path = Path(path)
+    if not path.is_file():
+        raise FactoryError(f"capability spec not found: {path}")
+    return parse_spec(path.read_text(encoding="utf-8"), source=str(path))
+
+
+def json_schema() -> dict[str, Any]:
+    """The spec's JSON Schema, for `factory schema`."""
+    return CapabilitySpec.model_json_schema()

@@ -1,0 +1,1 @@
+"""Checks that a generated package is sound: static checks, its own tests, calibration."""

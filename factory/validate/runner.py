@@ -1,0 +1,188 @@
+"""`factory validate`: static checks, the package's own tests, check_env, calibration.
+
+The package's tests and the calibration probe run in subprocesses with a time
+limit, with the package directory on PYTHONPATH, so nothing needs installing and
+nothing is cached between a temporary build and its final place.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from factory.catalog.kits import load_kits
+from factory.errors import FactoryError
+from factory.generate.render import PackageNames
+from factory.spec import load_spec
+from factory.validate import probe
+from factory.validate.static_checks import check_package
+
+
+class ValidationFailed(FactoryError):
+    """The package was built but does not meet the contract; the report says why."""
+
+
+@dataclass
+class ValidationReport:
+    """Everything `factory validate` measured on one package."""
+
+    package_dir: Path
+    static_problems: list[str] = field(default_factory=list)
+    tests_passed: bool = False
+    tests_summary: str = ""
+    tests_output: str = ""
+    calibration: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def _episodes(self, which: str) -> list[dict[str, Any]]:
+        return self.calibration.get(which, {}).get("episodes", [])
+
+    def success_rate(self, which: str) -> float:
+        episodes = self._episodes(which)
+        return sum(bool(e.get("success")) for e in episodes) / max(len(episodes), 1)
+
+    def crashes(self, which: str) -> list[dict[str, Any]]:
+        return [e for e in self._episodes(which) if "error" in e]
+
+    @property
+    def problems(self) -> list[str]:
+        """Why the package fails validation (empty when it passes)."""
+        found = list(self.static_problems)
+        if not self.tests_passed:
+            found.append(f"its property tests failed: {self.tests_summary}")
+        if self.calibration.get("check_env") != "ok":
+            found.append(
+                f"gymnasium check_env failed: {self.calibration.get('check_env')}"
+            )
+        for which in ("gold", "lacking"):
+            for crash in self.crashes(which)[:1]:
+                found.append(
+                    f"{which} policy crashed on seed {crash['seed']}: {crash['error']}"
+                )
+        if self.calibration and self.success_rate("gold") < 1.0:
+            found.append(
+                f"gold policy succeeds on {self.success_rate('gold'):.0%} of seeds, needs 100%"
+            )
+        if self.calibration and self.success_rate("lacking") > 0.0:
+            found.append(
+                f"capability-lacking policy succeeds on {self.success_rate('lacking'):.0%} "
+                "of seeds, needs 0%"
+            )
+        return found
+
+    def summary(self) -> str:
+        """A short human-readable table of the figures."""
+        lines = [f"validation of {self.package_dir}"]
+        lines.append(
+            f"  static checks      {'ok' if not self.static_problems else f'{len(self.static_problems)} problem(s)'}"
+        )
+        lines.append(f"  property tests     {self.tests_summary}")
+        lines.append(
+            f"  check_env          {'ok' if self.calibration.get('check_env') == 'ok' else 'FAILED'}"
+        )
+        for which in ("gold", "lacking"):
+            episodes = [e for e in self._episodes(which) if "error" not in e]
+            if not episodes:
+                continue
+            rewards = Counter(round(e["reward"], 2) for e in episodes)
+            lines.append(
+                f"  {which:<8} policy    success {self.success_rate(which):6.1%} on "
+                f"{len(self._episodes(which))} seeds, mean turns "
+                f"{statistics.fmean(e['turns'] for e in episodes):.1f}, rewards "
+                + ", ".join(f"{r}: {n}" for r, n in sorted(rewards.items()))
+                + f" ({self.calibration[which]['seconds']:.2f}s)"
+            )
+        lines.append(f"  time               {self.seconds:.1f}s")
+        lines.append(
+            "  result             " + ("PASS" if not self.problems else "FAIL")
+        )
+        lines += [f"    - {problem}" for problem in self.problems]
+        return "\n".join(lines)
+
+
+def _run(
+    command: list[str], cwd: Path, timeout: float
+) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(cwd), os.environ.get("PYTHONPATH", "")]),
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+    with tempfile.TemporaryDirectory(prefix="trace-validate-") as scratch:
+        env["HYPOTHESIS_STORAGE_DIRECTORY"] = scratch
+        try:
+            return subprocess.run(
+                command,
+                cwd=cwd,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            raise ValidationFailed(
+                f"`{' '.join(command[-3:])}` did not finish within {timeout:.0f}s; "
+                "raise --timeout or lower the package's difficulty"
+            ) from None
+
+
+def validate_package(
+    package_dir: Path, seeds: int | None = None, timeout: float = 600
+) -> ValidationReport:
+    """Validate the package at `package_dir`; the report lists problems (raises only on timeouts)."""
+    started = time.perf_counter()
+    package_dir = Path(package_dir).resolve()
+    spec_path = package_dir / "capability.json"
+    if not spec_path.is_file():
+        raise FactoryError(
+            f"{package_dir} is not a generated package (no capability.json); "
+            "generate one with `factory generate SPEC`"
+        )
+    spec = load_spec(spec_path)
+    names = PackageNames(spec.name)
+    kit = load_kits().get(spec.target) if isinstance(spec.target, str) else None
+    report = ValidationReport(package_dir)
+    report.static_problems = check_package(
+        package_dir, names.package, names.camel, kit.tools if kit else ()
+    )
+    tests = _run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+        package_dir,
+        timeout,
+    )
+    report.tests_passed = tests.returncode == 0
+    tail = [line for line in tests.stdout.strip().splitlines() if line.strip()]
+    report.tests_summary = (
+        re.sub(r"=+", "", tail[-1]).strip() if tail else tests.stderr.strip()[-300:]
+    )
+    report.tests_output = tests.stdout[-5000:] + tests.stderr[-2000:]
+    calibration = _run(
+        [
+            sys.executable,
+            probe.__file__,
+            names.package,
+            "--seeds",
+            str(seeds or spec.generation.validation_seeds),
+        ],
+        package_dir,
+        timeout,
+    )
+    try:
+        report.calibration = json.loads(calibration.stdout.strip().splitlines()[-1])
+    except (json.JSONDecodeError, IndexError):
+        report.calibration = {
+            "check_env": f"the calibration probe crashed: {calibration.stderr[-2000:]}"
+        }
+    report.seconds = time.perf_counter() - started
+    return report

@@ -1,0 +1,221 @@
+"""Static checks of a generated package's modules, with libcst.
+
+Each module must parse, carry a module docstring, define its required symbols
+with the contract's signatures, import only the standard library, gymnasium and
+the package itself, and have no top-level side effects.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+import libcst as cst
+
+# Symbols every generated module must define (functions with their parameters).
+REQUIRED: dict[str, dict[str, tuple[str, ...] | None]] = {
+    "__init__.py": {"ENV_ID": None, "CAPABILITY": None, "register_env": ()},
+    "tools.py": {
+        "POLICY": None,
+        "TOOL_SCHEMAS": None,
+        "ToolError": None,
+        "IMPLEMENTATIONS": None,
+        "execute": ("state", "name", "arguments"),
+    },
+    "generator.py": {
+        "Task": None,
+        "ToolCall": None,
+        "Turn": None,
+        "DEFAULT_DIFFICULTY": None,
+        "MAX_TURNS": None,
+        "build_task": ("rng", "difficulty", "task_id"),
+        "generate_task": ("seed", "difficulty"),
+    },
+    "verifier.py": {
+        "state_hash": ("state",),
+        "replay": ("initial_state", "actions"),
+        "verify": ("task", "final_state", "messages", "reward_mode"),
+        "Verification": None,
+    },
+    "policies.py": {
+        "gold_policy": ("task",),
+        "lacking_policy": ("task",),
+        "run_episode": ("env", "which", "seed"),
+    },
+    "env.py": {},
+}
+ALLOWED_THIRD_PARTY = {"gymnasium"}
+TEST_THIRD_PARTY = {"gymnasium", "hypothesis", "pytest"}
+
+
+def _parameters(function: cst.FunctionDef) -> tuple[str, ...]:
+    params = function.params
+    every = [*params.posonly_params, *params.params, *params.kwonly_params]
+    return tuple(p.name.value for p in every)
+
+
+def _is_docstring(statement: cst.BaseStatement) -> bool:
+    return (
+        isinstance(statement, cst.SimpleStatementLine)
+        and len(statement.body) == 1
+        and isinstance(statement.body[0], cst.Expr)
+        and isinstance(
+            statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString)
+        )
+    )
+
+
+def _top_level_problems(module: cst.Module, filename: str) -> Iterable[str]:
+    """Top-level code may import, assign, define; `__init__` may also call register_env()."""
+    for index, statement in enumerate(module.body):
+        if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+            continue
+        if index == 0 and _is_docstring(statement):
+            continue
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if isinstance(
+                    small, (cst.Import, cst.ImportFrom, cst.Assign, cst.AnnAssign)
+                ):
+                    continue
+                if (
+                    filename == "__init__.py"
+                    and isinstance(small, cst.Expr)
+                    and isinstance(small.value, cst.Call)
+                    and isinstance(small.value.func, cst.Name)
+                    and small.value.func.value == "register_env"
+                ):
+                    continue
+                code = module.code_for_node(small).strip().splitlines()[0]
+                yield f"top-level side effect `{code}`"
+            continue
+        code = module.code_for_node(statement).strip().splitlines()[0]
+        yield f"top-level statement not allowed: `{code}`"
+
+
+def _import_problems(
+    module: cst.Module, package: str, allowed: set[str]
+) -> Iterable[str]:
+    permitted = set(sys.stdlib_module_names) | allowed | {package, "__future__"}
+    for node in _walk_imports(module):
+        if isinstance(node, cst.ImportFrom):
+            if node.relative:
+                continue
+            roots = (
+                [module.code_for_node(node.module).split(".")[0]] if node.module else []
+            )
+        else:
+            roots = [module.code_for_node(a.name).split(".")[0] for a in node.names]
+        for root in roots:
+            if root not in permitted:
+                yield f"imports '{root}' (only the standard library, {', '.join(sorted(allowed))} and the package itself are allowed)"
+
+
+def _walk_imports(module: cst.Module) -> list[cst.Import | cst.ImportFrom]:
+    found: list[cst.Import | cst.ImportFrom] = []
+
+    class _Collector(cst.CSTVisitor):
+        def visit_Import(self, node: cst.Import) -> None:
+            found.append(node)
+
+        def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+            found.append(node)
+
+    module.visit(_Collector())
+    return found
+
+
+def _definitions(module: cst.Module) -> dict[str, cst.CSTNode]:
+    names: dict[str, cst.CSTNode] = {}
+    for statement in module.body:
+        if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+            names[statement.name.value] = statement
+        elif isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                targets = []
+                if isinstance(small, cst.Assign):
+                    targets = [t.target for t in small.targets]
+                elif isinstance(small, cst.AnnAssign):
+                    targets = [small.target]
+                for target in targets:
+                    if isinstance(target, cst.Name):
+                        names[target.value] = small
+    return names
+
+
+def check_module(
+    source: str,
+    filename: str,
+    package: str,
+    required: dict[str, tuple[str, ...] | None],
+    allowed: set[str] = ALLOWED_THIRD_PARTY,
+) -> list[str]:
+    """Problems found in one module's source (empty when it passes)."""
+    try:
+        module = cst.parse_module(source)
+    except cst.ParserSyntaxError as exc:
+        return [f"does not parse: {exc.message} (line {exc.raw_line})"]
+    problems = []
+    if not module.body or not _is_docstring(module.body[0]):
+        problems.append("has no module docstring")
+    problems += list(_top_level_problems(module, filename))
+    problems += list(_import_problems(module, package, allowed))
+    defined = _definitions(module)
+    for name, parameters in required.items():
+        node = defined.get(name)
+        if node is None:
+            problems.append(f"does not define `{name}`")
+        elif parameters is not None:
+            if not isinstance(node, cst.FunctionDef):
+                problems.append(f"`{name}` must be a function")
+            elif _parameters(node) != parameters:
+                problems.append(
+                    f"`{name}` must take ({', '.join(parameters)}), "
+                    f"takes ({', '.join(_parameters(node))})"
+                )
+    return problems
+
+
+def check_tool_signatures(source: str, tools: Iterable[dict]) -> list[str]:
+    """Every tool schema has a function `(state, <schema parameters>)`."""
+    defined = _definitions(cst.parse_module(source))
+    problems = []
+    for tool in tools:
+        function = tool["function"]
+        expected = ("state", *function["parameters"].get("properties", {}))
+        node = defined.get(function["name"])
+        if not isinstance(node, cst.FunctionDef):
+            problems.append(f"tool `{function['name']}` has no implementation")
+        elif set(_parameters(node)) != set(expected) or _parameters(node)[0] != "state":
+            problems.append(
+                f"tool `{function['name']}` takes ({', '.join(_parameters(node))}); "
+                f"its schema needs (state, {', '.join(expected[1:])})"
+            )
+    return problems
+
+
+def check_package(
+    root: Path, package: str, camel: str, tools: Iterable[dict]
+) -> list[str]:
+    """All static problems of the package at `root`, each prefixed with its file."""
+    problems = []
+    for filename, required in REQUIRED.items():
+        path = root / package / filename
+        if not path.is_file():
+            problems.append(f"{package}/{filename}: missing")
+            continue
+        needed = dict(required)
+        if filename == "env.py":
+            needed[f"{camel}Env"] = None
+        source = path.read_text(encoding="utf-8")
+        found = check_module(source, filename, package, needed)
+        if filename == "tools.py" and not found:
+            found = check_tool_signatures(source, tools)
+        problems += [f"{package}/{filename}: {problem}" for problem in found]
+    for path in sorted((root / "tests").glob("test_*.py")):
+        found = check_module(
+            path.read_text(encoding="utf-8"), path.name, package, {}, TEST_THIRD_PARTY
+        )
+        problems += [f"tests/{path.name}: {problem}" for problem in found]
+    return problems
