@@ -16,6 +16,8 @@ from ruff.__main__ import find_ruff_bin
 from factory.errors import FactoryError
 
 RUFF_OPTIONS = ["--isolated", "--line-length", "88", "--target-version", "py310"]
+# Generated packages are first-party wherever the linter runs from.
+ISORT_OPTIONS = ["--config", "lint.isort.known-first-party = ['trace_env_*']"]
 
 
 def _ruff(*arguments: str, cwd: Path) -> None:

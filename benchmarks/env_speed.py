@@ -1,0 +1,107 @@
+"""Speed of the generated environments and of `factory generate`.
+
+For every package under generated_envs/: median microseconds per `step` with a
+tool call, per `step` with a final answer (which runs the verifier), per state
+hash and per `reset`. Then the wall time of `factory generate` (rendering,
+formatting and full validation) for every example spec. Targets on 2 cores: a
+tool-call step under 50 us; generate + validate under 20 s per capability.
+
+    python benchmarks/env_speed.py [--repeats 2000] [--skip-generate]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def median_us(
+    run: Callable[[int], None], prepare: Callable[[int], None], repeats: int
+) -> float:
+    """Median wall time of `run(i)` in microseconds; `prepare(i)` is not timed."""
+    samples = []
+    for i in range(repeats):
+        prepare(i)
+        started = time.perf_counter_ns()
+        run(i)
+        samples.append(time.perf_counter_ns() - started)
+    return statistics.median(samples) / 1000
+
+
+def bench_package(package_dir: Path, repeats: int) -> dict[str, float]:
+    spec = json.loads((package_dir / "capability.json").read_text())
+    sys.path.insert(0, str(package_dir))
+    package = importlib.import_module(f"trace_env_{spec['name']}")
+    policies = importlib.import_module(f"trace_env_{spec['name']}.policies")
+    verifier = importlib.import_module(f"trace_env_{spec['name']}.verifier")
+    env = getattr(package, [n for n in package.__all__ if n.endswith("Env")][0])()
+    first_call = {}
+
+    def reset(i: int) -> None:
+        env.reset(seed=i % 100)
+        first_call[0] = policies.gold_policy(env.task)("")
+
+    figures = {
+        "step_tool_call_us": median_us(
+            lambda i: env.step(first_call[0]), reset, repeats
+        ),
+        "step_final_answer_us": median_us(
+            lambda i: env.step("All done, thank you."), reset, repeats
+        ),
+        "state_hash_us": median_us(
+            lambda i: verifier.state_hash(env.state), reset, repeats
+        ),
+        "reset_us": median_us(lambda i: env.reset(seed=i), lambda i: None, repeats),
+    }
+    sys.path.remove(str(package_dir))
+    return figures
+
+
+def bench_generate(spec: Path) -> float:
+    with tempfile.TemporaryDirectory() as out:
+        started = time.perf_counter()
+        subprocess.run(
+            [sys.executable, "-m", "factory", "generate", str(spec), "--output", out],
+            check=True,
+            capture_output=True,
+        )
+        return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--repeats", type=int, default=2000)
+    parser.add_argument("--skip-generate", action="store_true")
+    arguments = parser.parse_args()
+    header = f"{'package':<30} {'step(tool) us':>14} {'step(final) us':>15} {'hash us':>9} {'reset us':>9}"
+    print(header)
+    for package_dir in sorted(
+        p
+        for p in (ROOT / "generated_envs").iterdir()
+        if (p / "capability.json").is_file()
+    ):
+        f = bench_package(package_dir, arguments.repeats)
+        print(
+            f"{package_dir.name:<30} {f['step_tool_call_us']:>14.1f} {f['step_final_answer_us']:>15.1f} "
+            f"{f['state_hash_us']:>9.1f} {f['reset_us']:>9.1f}"
+        )
+    if not arguments.skip_generate:
+        print(f"\n{'spec':<30} {'generate + validate s':>22}")
+        for spec in sorted((ROOT / "examples" / "capabilities").glob("*.json")):
+            print(f"{spec.stem:<30} {bench_generate(spec):>22.1f}")
+
+
+if __name__ == "__main__":
+    main()

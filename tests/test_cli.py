@@ -1,0 +1,122 @@
+"""The `factory` command: bad input exits 2 with a clear message and writes nothing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from factory.catalog.archetypes import supported_pairs
+from factory.cli import main
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"archetype": "mind_reading"}, "unknown archetype 'mind_reading'"),
+        ({"target": "spaceship"}, "unknown kit 'spaceship'"),
+        (
+            {"archetype": "date_time_recovery", "target": "airline"},
+            "not supported on kit 'airline'",
+        ),
+        ({"archetype": None}, "custom"),
+        ({"name": "rm -rf"}, "snake_case"),
+        ({"generation": {"difficulty": {"speed": 3}}}, "unknown knob"),
+        ({"generation": {"difficulty": {"contacts": 99}}}, "out of range"),
+    ],
+)
+def test_bad_specs_exit_2_and_write_nothing(
+    capsys, tmp_path, example_spec, write_spec, change, message
+):
+    example_spec.update(change)
+    output = tmp_path / "out"
+    code, _, err = run(
+        capsys, "generate", str(write_spec(example_spec)), "--output", str(output)
+    )
+    assert code == 2
+    assert message in err
+    assert not output.exists() or not any(output.iterdir())
+
+
+def test_malformed_json_exits_2(capsys, tmp_path, write_spec):
+    code, _, err = run(
+        capsys, "generate", str(write_spec("{oops")), "--output", str(tmp_path / "o")
+    )
+    assert code == 2 and "not valid JSON" in err
+
+
+def test_existing_package_is_kept_without_force(
+    capsys, tmp_path, example_spec, write_spec
+):
+    existing = tmp_path / "out" / example_spec["name"]
+    existing.mkdir(parents=True)
+    (existing / "mine.txt").write_text("user data")
+    code, _, err = run(
+        capsys,
+        "generate",
+        str(write_spec(example_spec)),
+        "--output",
+        str(tmp_path / "out"),
+    )
+    assert code == 2 and "--force" in err
+    assert (existing / "mine.txt").read_text() == "user data"
+
+
+def test_force_replaces_only_after_validation(
+    capsys, tmp_path, example_spec, write_spec
+):
+    output = tmp_path / "out"
+    existing = output / example_spec["name"]
+    existing.mkdir(parents=True)
+    (existing / "old.txt").write_text("old")
+    code, out, _ = run(
+        capsys,
+        "generate",
+        str(write_spec(example_spec)),
+        "--output",
+        str(output),
+        "--force",
+        "--seeds",
+        "5",
+    )
+    assert code == 0, out
+    assert "result             PASS" in out
+    assert not (existing / "old.txt").exists()
+    assert (existing / "capability.json").is_file()
+    assert [p.name for p in output.iterdir()] == [
+        example_spec["name"]
+    ]  # no staging left
+
+
+def test_kits_lists_every_supported_pair(capsys):
+    code, out, _ = run(capsys, "kits")
+    assert code == 0
+    rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()[3:9]}
+    kits = out.splitlines()[2].split()[1:]
+    listed = {
+        (a, k)
+        for a, marks in rows.items()
+        for k, m in zip(kits, marks, strict=True)
+        if m == "yes"
+    }
+    assert listed == set(supported_pairs())
+
+
+def test_schema_prints_json_schema(capsys):
+    code, out, _ = run(capsys, "schema")
+    assert code == 0 and json.loads(out)["title"] == "CapabilitySpec"
+
+
+def test_console_script_entry_point_runs():
+    result = subprocess.run(
+        [sys.executable, "-m", "factory", "kits"], capture_output=True, text=True
+    )
+    assert result.returncode == 0 and "structured_data_reasoning" in result.stdout
