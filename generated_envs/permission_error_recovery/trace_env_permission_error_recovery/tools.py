@@ -23,7 +23,8 @@ POLICY = """\
 - Sending a message needs cellular service on; get_current_location needs location service on.
 - Low battery mode switches cellular, wifi and location service off, and they cannot be turned on again while it is on. Turning low battery mode off does not turn them back on.
 - Setting a status to the value it already has is an error.
-- When a tool fails because a setting is off, enable what is needed and retry; do not give up while the tools can fix it."""
+- When a tool fails because a setting is off, enable what is needed and retry; do not give up while the tools can fix it.
+- Change only the settings and records the request needs."""
 
 TOOL_SCHEMAS: list[dict[str, Any]] = json.loads(
     r"""
