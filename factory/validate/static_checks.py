@@ -178,19 +178,23 @@ def check_module(
 
 
 def check_tool_signatures(source: str, tools: Iterable[dict]) -> list[str]:
-    """Every tool schema has a function `(state, <schema parameters>)`."""
+    """Every tool schema has a function `(<world>, <schema parameters>)`.
+
+    The first parameter receives the state; tools with a `state` parameter of
+    their own name it differently and make it positional-only.
+    """
     defined = _definitions(cst.parse_module(source))
     problems = []
     for tool in tools:
         function = tool["function"]
-        expected = ("state", *function["parameters"].get("properties", {}))
+        expected = set(function["parameters"].get("properties", {}))
         node = defined.get(function["name"])
         if not isinstance(node, cst.FunctionDef):
             problems.append(f"tool `{function['name']}` has no implementation")
-        elif set(_parameters(node)) != set(expected) or _parameters(node)[0] != "state":
+        elif not _parameters(node) or set(_parameters(node)[1:]) != expected:
             problems.append(
                 f"tool `{function['name']}` takes ({', '.join(_parameters(node))}); "
-                f"its schema needs (state, {', '.join(expected[1:])})"
+                f"its schema needs (state, {', '.join(sorted(expected))})"
             )
     return problems
 

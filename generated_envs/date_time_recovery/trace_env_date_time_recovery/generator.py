@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import copy
 import datetime
-import json
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .tools import State, ToolError, execute
+from .tools import State, ToolError, call_tool, execute
 
 ARCHETYPE = "date_time_recovery"
 KIT = "phone"
@@ -81,8 +80,8 @@ def say(content: str) -> Turn:
 
 
 def run(state: State, tool: str, /, **arguments: Any) -> Any:
-    """Run a tool on `state` while building a task, and return its decoded result."""
-    return json.loads(execute(state, tool, arguments))
+    """Run a tool on `state` while building a task; return a copy of its result."""
+    return copy.deepcopy(call_tool(state, tool, arguments))
 
 
 def fails(state: State, tool: str, /, **arguments: Any) -> bool:

@@ -1119,8 +1119,8 @@ def check_object(value: dict[str, Any], schema: dict[str, Any], path: str) -> No
         check_value(item, properties[key], prefix + key)
 
 
-def execute(state: State, name: str, arguments: Any) -> str:
-    """Run one tool call on `state` and return its result as a JSON string.
+def call_tool(state: State, name: str, arguments: Any) -> Any:
+    """Check a tool call against its schema, run it on `state`, return its raw result.
 
     `arguments` is the call's JSON string (as in an OpenAI tool call) or a dict.
     Raises `ToolError` for an unknown tool, bad arguments or a refused action.
@@ -1136,4 +1136,10 @@ def execute(state: State, name: str, arguments: Any) -> str:
     if not isinstance(arguments, dict):
         raise ToolError("arguments must be a JSON object")
     check_object(arguments, function["parameters"], "")
-    return json.dumps(IMPLEMENTATIONS[name](state, **arguments), ensure_ascii=True)
+    return IMPLEMENTATIONS[name](state, **arguments)
+
+
+def execute(state: State, name: str, arguments: Any) -> str:
+    """Run one tool call and return the tool message content: text as is, else JSON."""
+    result = call_tool(state, name, arguments)
+    return result if isinstance(result, str) else json.dumps(result, ensure_ascii=True)
