@@ -109,7 +109,7 @@ def test_gold_policy_succeeds(seed: int) -> None:
 def test_lacking_policy_fails(seed: int) -> None:
     episode = run_episode(ToolCallingPrecisionEnv(), "lacking", seed)
     assert not episode.success, "the capability-lacking policy must fail"
-    assert episode.reward == 0.0
+    assert episode.reward < 1.0
 
 
 @PROPERTY

@@ -1,0 +1,1 @@
+"""`factory analyze`: trajectories -> capability labels -> contrastive statistics -> specs."""

@@ -1,0 +1,127 @@
+"""The trajectory record (DESIGN.md), and a step view of its tool calls.
+
+One episode per JSONL line in OpenAI chat format: `task_id`, `messages`,
+`reward`, `success`, `tools`, `expected_actions`, `metadata`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+# Verbs of tools that change the target's state (tau2-bench, ToolSandbox and most APIs).
+WRITE_VERBS = (
+    "book", "cancel", "update", "modify", "exchange", "return", "send", "add",
+    "remove", "set", "delete", "create", "change", "edit", "insert", "post", "put",
+)  # fmt: skip
+ERROR_TEXT = re.compile(r"^\s*(error\b|\w*(error|exception)\b\s*:)", re.IGNORECASE)
+
+
+def is_write_tool(name: str) -> bool:
+    """Whether a tool name reads as state-changing (`cancel_reservation`, `set_wifi_status`)."""
+    return name.lower().split("_")[0] in WRITE_VERBS
+
+
+class ExpectedAction(BaseModel):
+    """A reference action of the task (e.g. tau2-bench's evaluation actions)."""
+
+    model_config = ConfigDict(extra="allow")
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class Trajectory(BaseModel):
+    """One episode of the agent on the target."""
+
+    model_config = ConfigDict(extra="forbid")
+    task_id: str
+    messages: list[dict[str, Any]]
+    reward: float
+    success: bool
+    tools: list[dict[str, Any]] | None = None
+    expected_actions: list[ExpectedAction] | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @cached_property
+    def steps(self) -> list[Step]:
+        """The agent's tool calls in order, each with its result."""
+        return extract_steps(self.messages)
+
+    def user_text(self) -> str:
+        return "\n".join(
+            str(m.get("content") or "")
+            for m in self.messages
+            if m.get("role") == "user"
+        )
+
+    def assistant_text(self) -> str:
+        return "\n".join(
+            str(m.get("content") or "")
+            for m in self.messages
+            if m.get("role") == "assistant"
+        )
+
+
+@dataclass(frozen=True)
+class Step:
+    """One tool call of the agent: where it stands, what it asked, what came back."""
+
+    position: int  # index of the assistant message in `messages`
+    name: str
+    arguments: dict[str, Any]
+    result: str
+    error: bool
+
+    @property
+    def writes(self) -> bool:
+        return is_write_tool(self.name)
+
+
+def _arguments(raw: Any) -> dict[str, Any]:
+    if isinstance(raw, dict):
+        return raw
+    try:
+        value = json.loads(raw) if isinstance(raw, str) and raw.strip() else {}
+    except json.JSONDecodeError:
+        return {"__unparsed__": raw}
+    return value if isinstance(value, dict) else {"__unparsed__": raw}
+
+
+def extract_steps(messages: list[dict[str, Any]]) -> list[Step]:
+    """Pair every assistant tool call with the tool message that answers it."""
+    results: dict[str, dict[str, Any]] = {}
+    for message in messages:
+        if message.get("role") == "tool":
+            results[str(message.get("tool_call_id"))] = message
+    steps = []
+    for position, message in enumerate(messages):
+        if message.get("role") != "assistant":
+            continue
+        for call in message.get("tool_calls") or []:
+            function = call.get("function") or {}
+            answer = results.get(str(call.get("id")), {})
+            content = str(answer.get("content") or "")
+            error = bool(answer.get("error")) or bool(ERROR_TEXT.match(content))
+            steps.append(
+                Step(
+                    position,
+                    str(function.get("name")),
+                    _arguments(function.get("arguments")),
+                    content,
+                    error,
+                )
+            )
+    return steps
+
+
+def write_jsonl(path: Path, trajectories: list[Trajectory]) -> None:
+    """Write records one per line (the format `factory analyze` reads back)."""
+    with path.open("w", encoding="utf-8") as handle:
+        for trajectory in trajectories:
+            handle.write(trajectory.model_dump_json(exclude_none=False) + "\n")

@@ -1,0 +1,505 @@
+"""Task generator of the `structured_data_reasoning` environment: Structured data reasoning.
+
+Read nested tool results correctly: choose the flight and price from the
+right cabin of each flight's per-cabin price table, and compute the
+reservation total from them (fares times passengers, plus insurance).
+
+Every seed builds one task deterministically on a fresh synthetic
+Airline (tau2-bench) world (Structured data reasoning family): the initial state, the
+user's request, the gold assistant turns, the facts the agent must tell the
+user, and the turns of an agent that lacks the capability
+(misreads the nested record (the wrong cabin's price, or a variant that is not available) and acts and reports on the wrong value).
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .tools import State, ToolError, call_tool, execute
+
+ARCHETYPE = "structured_data_reasoning"
+KIT = "airline"
+MAX_TURNS = 30
+DIFFICULTY_RANGES: dict[str, tuple[int, int]] = {
+    "options": (2, 6),
+    "quantity": (1, 3),
+}
+DEFAULT_DIFFICULTY: dict[str, int] = {
+    "options": 3,
+    "quantity": 1,
+}
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One tool call: the tool's name and its JSON arguments."""
+
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One assistant message of a scripted policy: tool calls, or a text reply."""
+
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+
+
+@dataclass(frozen=True)
+class Task:
+    """A seeded task: what the user asks, the world, and the gold outcome."""
+
+    task_id: str
+    instruction: str
+    initial_state: State
+    gold_turns: tuple[Turn, ...]
+    required_facts: tuple[str, ...]
+    lacking_turns: tuple[Turn, ...]
+    user_replies: tuple[str, ...] = ()
+
+    @property
+    def gold_actions(self) -> tuple[ToolCall, ...]:
+        """The gold tool calls in order; replayed, they give the gold final state."""
+        return tuple(call for turn in self.gold_turns for call in turn.tool_calls)
+
+
+def call(tool: str, /, **arguments: Any) -> Turn:
+    """A turn with a single tool call."""
+    return Turn(tool_calls=(ToolCall(tool, arguments),))
+
+
+def say(content: str) -> Turn:
+    """A turn that only talks to the user."""
+    return Turn(content=content)
+
+
+def run(state: State, tool: str, /, **arguments: Any) -> Any:
+    """Run a tool on `state` while building a task; return a copy of its result."""
+    return copy.deepcopy(call_tool(state, tool, arguments))
+
+
+def fails(state: State, tool: str, /, **arguments: Any) -> bool:
+    """True when the tool refuses the call (used to check a built task)."""
+    try:
+        execute(copy.deepcopy(state), tool, arguments)
+    except ToolError:
+        return True
+    return False
+
+
+def money(amount: float) -> str:
+    """An amount as the agent should state it: no cents when whole."""
+    return f"{amount:.0f}" if float(amount).is_integer() else f"{amount:.2f}"
+
+
+def resolve_difficulty(overrides: Mapping[str, int] | None = None) -> dict[str, int]:
+    """Defaults updated with `overrides`; unknown knobs and out-of-range values fail."""
+    knobs = dict(DEFAULT_DIFFICULTY)
+    for key, value in (overrides or {}).items():
+        if key not in DIFFICULTY_RANGES:
+            raise ValueError(
+                f"unknown difficulty knob '{key}'; known: {', '.join(DIFFICULTY_RANGES)}"
+            )
+        low, high = DIFFICULTY_RANGES[key]
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int)
+            or not low <= value <= high
+        ):
+            raise ValueError(
+                f"difficulty '{key}' must be an integer in [{low}, {high}]"
+            )
+        knobs[key] = value
+    return knobs
+
+
+# World: a synthetic Airline (tau2-bench) state shaped like tau2-bench airline domain (sierra-research/tau2-bench).
+
+AIRLINE_NOW = "2024-05-15T15:00:00"
+RECENT_SINCE = "2024-05-14T15:00:00"
+AIRPORT_CODES = (
+    "SFO", "JFK", "LAX", "ORD", "DFW", "DEN", "SEA", "ATL", "MIA", "BOS",
+    "PHX", "IAH", "LAS", "MCO", "EWR", "CLT", "MSP", "DTW", "PHL", "LGA",
+)  # fmt: skip
+FIRST_NAMES = (
+    "Ava", "Liam", "Mia", "Noah", "Emma", "Omar", "Yusuf", "Sofia", "Raj", "Chen",
+    "Amelia", "Ethan", "Fatima", "Lucas", "Aarav", "Isabella", "Mei", "Ivan",
+    "Harper", "Daiki", "Nora", "Mateo", "Zoe", "Kwame", "Lena", "Hugo",
+)  # fmt: skip
+LAST_NAMES = (
+    "Kim", "Li", "Patel", "Garcia", "Smith", "Khan", "Rossi", "Nguyen", "Brown",
+    "Silva", "Ahmed", "Muller", "Cohen", "Lopez", "Jackson", "Sato", "Novak",
+    "Okafor", "Hansen", "Moreau", "Ito", "Wilson", "Taylor", "Martin",
+)  # fmt: skip
+FREE_BAGS = {
+    "regular": {"basic_economy": 0, "economy": 1, "business": 2},
+    "silver": {"basic_economy": 1, "economy": 2, "business": 3},
+    "gold": {"basic_economy": 2, "economy": 3, "business": 4},
+}
+CARD_BRANDS = ("visa", "mastercard", "amex", "discover")
+
+
+def airline_code(rng: random.Random) -> str:
+    """A six-character reservation code."""
+    return "".join(rng.choice("ABCDEFGHJKLMNPQRSTUVWXYZ23456789") for _ in range(6))
+
+
+def airline_state() -> State:
+    """An empty airline database."""
+    return {"flights": {}, "users": {}, "reservations": {}}
+
+
+def airline_person(rng: random.Random) -> dict[str, str]:
+    """A passenger record: first and last name, date of birth."""
+    return {
+        "first_name": rng.choice(FIRST_NAMES),
+        "last_name": rng.choice(LAST_NAMES),
+        "dob": f"{rng.randint(1950, 2005)}-{rng.randint(1, 12):02d}-"
+        f"{rng.randint(1, 28):02d}",
+    }
+
+
+def airline_future_date(rng: random.Random) -> str:
+    """A travel date after today (2024-05-15)."""
+    return f"2024-05-{rng.randint(17, 30):02d}"
+
+
+def airline_created_at(rng: random.Random, recent: bool) -> str:
+    """A booking time: within the last 24 hours, or days before that."""
+    if recent:
+        hour = rng.randint(16, 23)
+        day = 14
+        if rng.random() < 0.5:
+            day, hour = 15, rng.randint(0, 14)
+    else:
+        day, hour = rng.randint(1, 13), rng.randint(0, 23)
+    return f"2024-05-{day:02d}T{hour:02d}:{rng.randint(0, 59):02d}:00"
+
+
+def airline_prices(rng: random.Random) -> dict[str, int]:
+    """Per-cabin prices; basic economy < economy < business on every flight."""
+    return {
+        "basic_economy": rng.randint(50, 99),
+        "economy": rng.randint(100, 299),
+        "business": rng.randint(300, 999),
+    }
+
+
+def airline_available(
+    rng: random.Random, prices: dict[str, int] | None = None
+) -> dict[str, Any]:
+    """A date record open for booking, with seats left and per-cabin prices."""
+    return {
+        "status": "available",
+        "available_seats": {
+            "basic_economy": rng.randint(5, 20),
+            "economy": rng.randint(5, 20),
+            "business": rng.randint(5, 15),
+        },
+        "prices": prices or airline_prices(rng),
+    }
+
+
+def airline_flight(
+    rng: random.Random,
+    state: State,
+    origin: str,
+    destination: str,
+    dates: dict[str, dict[str, Any]],
+) -> dict[str, Any]:
+    """Add a flight with a fresh number and the given per-date records."""
+    number = f"HAT{rng.randint(1, 999):03d}"
+    while number in state["flights"]:
+        number = f"HAT{rng.randint(1, 999):03d}"
+    departure = rng.randint(5, 17)
+    flight = {
+        "flight_number": number,
+        "origin": origin,
+        "destination": destination,
+        "scheduled_departure_time_est": f"{departure:02d}:{rng.choice([0, 30]):02d}:00",
+        "scheduled_arrival_time_est": f"{departure + rng.randint(1, 5):02d}:"
+        f"{rng.choice([0, 15, 45]):02d}:00",
+        "dates": dates,
+    }
+    state["flights"][number] = flight
+    return flight
+
+
+def airline_payment_method(
+    rng: random.Random, user: dict[str, Any], source: str, amount: float = 0.0
+) -> str:
+    """Add a payment method of `source` to `user`'s profile and return its id."""
+    method_id = f"{source}_{rng.randint(1000000, 9999999)}"
+    while method_id in user["payment_methods"]:
+        method_id = f"{source}_{rng.randint(1000000, 9999999)}"
+    method: dict[str, Any] = {"source": source, "id": method_id}
+    if source == "credit_card":
+        method["brand"] = rng.choice(CARD_BRANDS)
+        method["last_four"] = f"{rng.randint(0, 9999):04d}"
+    else:
+        method["amount"] = float(amount or rng.randint(1, 30) * 10)
+    user["payment_methods"][method_id] = method
+    return method_id
+
+
+def airline_user(
+    rng: random.Random,
+    state: State,
+    membership: str | None = None,
+    sources: tuple[str, ...] = ("credit_card",),
+    saved: int = 0,
+) -> dict[str, Any]:
+    """Add a user with payment methods of `sources` (in that order)."""
+    first, last = rng.choice(FIRST_NAMES), rng.choice(LAST_NAMES)
+    user_id = f"{first.lower()}_{last.lower()}_{rng.randint(1000, 9999)}"
+    while user_id in state["users"]:
+        user_id = f"{first.lower()}_{last.lower()}_{rng.randint(1000, 9999)}"
+    user: dict[str, Any] = {
+        "user_id": user_id,
+        "name": {"first_name": first, "last_name": last},
+        "address": {
+            "address1": f"{rng.randint(10, 999)} {rng.choice(LAST_NAMES)} Street",
+            "address2": None,
+            "city": rng.choice(("Austin", "Denver", "Boston", "Phoenix", "Miami")),
+            "country": "USA",
+            "state": rng.choice(("TX", "CO", "MA", "AZ", "FL")),
+            "zip": f"{rng.randint(10000, 99999)}",
+        },
+        "email": f"{first.lower()}.{last.lower()}{rng.randint(10, 99)}@example.com",
+        "dob": airline_person(rng)["dob"],
+        "payment_methods": {},
+        "saved_passengers": [airline_person(rng) for _ in range(saved)],
+        "membership": membership or rng.choice(("regular", "silver", "gold")),
+        "reservations": [],
+    }
+    for source in sources:
+        airline_payment_method(rng, user, source)
+    state["users"][user_id] = user
+    return user
+
+
+def airline_route(rng: random.Random, state: State) -> tuple[str, str]:
+    """Two different airports, with no flight between them yet."""
+    while True:
+        origin, destination = rng.sample(AIRPORT_CODES, 2)
+        if not any(
+            (flight["origin"], flight["destination"]) == (origin, destination)
+            for flight in state["flights"].values()
+        ):
+            return origin, destination
+
+
+def airline_reservation(
+    rng: random.Random,
+    state: State,
+    user: dict[str, Any],
+    payment_id: str,
+    cabin: str | None = None,
+    passengers: int = 1,
+    created_at: str | None = None,
+    insurance: str = "no",
+    round_trip: bool | None = None,
+) -> dict[str, Any]:
+    """Add a reservation of `user` on new flights, paid in full with `payment_id`."""
+    cabin = cabin or rng.choice(("basic_economy", "economy", "business"))
+    origin, destination = airline_route(rng, state)
+    round_trip = rng.random() < 0.5 if round_trip is None else round_trip
+    legs = [(origin, destination)] + ([(destination, origin)] if round_trip else [])
+    date = airline_future_date(rng)
+    segments = []
+    for leg_origin, leg_destination in legs:
+        day = airline_available(rng)
+        flight = airline_flight(rng, state, leg_origin, leg_destination, {date: day})
+        segments.append(
+            {
+                "origin": leg_origin,
+                "destination": leg_destination,
+                "flight_number": flight["flight_number"],
+                "date": date,
+                "price": day["prices"][cabin],
+            }
+        )
+    people = [airline_person(rng) for _ in range(passengers - 1)]
+    people.insert(0, {**user["name"], "dob": user["dob"]})
+    free = FREE_BAGS[user["membership"]][cabin] * passengers
+    total_bags = rng.randint(0, free)
+    price = sum(segment["price"] for segment in segments) * passengers
+    price += 30 * passengers if insurance == "yes" else 0
+    reservation_id = airline_code(rng)
+    while reservation_id in state["reservations"]:
+        reservation_id = airline_code(rng)
+    reservation = {
+        "reservation_id": reservation_id,
+        "user_id": user["user_id"],
+        "origin": origin,
+        "destination": destination,
+        "flight_type": "round_trip" if round_trip else "one_way",
+        "cabin": cabin,
+        "flights": segments,
+        "passengers": people,
+        "payment_history": [{"payment_id": payment_id, "amount": price}],
+        "created_at": created_at or airline_created_at(rng, recent=False),
+        "total_baggages": total_bags,
+        "nonfree_baggages": 0,
+        "insurance": insurance,
+    }
+    state["reservations"][reservation_id] = reservation
+    user["reservations"].append(reservation_id)
+    return reservation
+
+
+def airline_background(rng: random.Random, state: State, users: int = 2) -> None:
+    """Unrelated users with a reservation each, so lookups must pick the right one."""
+    for _ in range(users):
+        user = airline_user(rng, state)
+        airline_reservation(rng, state, user, next(iter(user["payment_methods"])))
+
+
+# Task family: Structured data reasoning on Airline (tau2-bench).
+
+_CABIN_NAMES = {
+    "basic_economy": "basic economy",
+    "economy": "economy",
+    "business": "business",
+}
+_PRICE_RANGES = {
+    "basic_economy": (50, 99),
+    "economy": (100, 299),
+    "business": (300, 999),
+}
+
+
+def _distinct_people(rng: random.Random, count: int) -> list[dict[str, str]]:
+    people: list[dict[str, str]] = []
+    while len(people) < count:
+        person = airline_person(rng)
+        names = {(p["first_name"], p["last_name"]) for p in people}
+        if (person["first_name"], person["last_name"]) not in names:
+            people.append(person)
+    return people
+
+
+def _price_table(
+    rng: random.Random, options: int, cabin: str, wrong: str
+) -> list[dict[str, int]]:
+    """Per-flight prices where the cheapest in `cabin` and in `wrong` differ."""
+    columns = {
+        name: rng.sample(range(low, high + 1), options)
+        for name, (low, high) in _PRICE_RANGES.items()
+    }
+    best = columns[cabin].index(min(columns[cabin]))
+    if columns[wrong].index(min(columns[wrong])) == best:
+        other = rng.choice([i for i in range(options) if i != best])
+        column = columns[wrong]
+        column[best], column[other] = column[other], column[best]
+    return [{name: columns[name][i] for name in columns} for i in range(options)]
+
+
+def _names(people: list[dict[str, str]]) -> str:
+    names = [f"{p['first_name']} {p['last_name']}" for p in people]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def build_task(rng: random.Random, difficulty: Mapping[str, int], task_id: str) -> Task:
+    options, quantity = difficulty["options"], difficulty["quantity"]
+    state = airline_state()
+    airline_background(rng, state, users=1)
+    extra = rng.choice(("gift_card", "certificate"))
+    sources = ("credit_card", extra) if rng.random() < 0.5 else (extra, "credit_card")
+    user = airline_user(rng, state, sources=sources)
+    user["saved_passengers"] = _distinct_people(rng, quantity + 1)
+    travellers = rng.sample(user["saved_passengers"], quantity)
+    card_id = next(
+        key
+        for key, method in user["payment_methods"].items()
+        if method["source"] == "credit_card"
+    )
+    card = user["payment_methods"][card_id]
+    cabin, wrong = rng.sample(sorted(_CABIN_NAMES), 2)
+    origin, destination = airline_route(rng, state)
+    date = airline_future_date(rng)
+    flights = [
+        airline_flight(
+            rng, state, origin, destination, {date: airline_available(rng, prices)}
+        )
+        for prices in _price_table(rng, options, cabin, wrong)
+    ]
+    later = f"2024-05-{int(date[-2:]) + 1:02d}"
+    airline_flight(rng, state, origin, destination, {later: airline_available(rng)})
+
+    def cheapest(by: str) -> dict[str, Any]:
+        return min(flights, key=lambda f: f["dates"][date]["prices"][by])
+
+    def booking(flight: dict[str, Any]) -> dict[str, Any]:
+        total = flight["dates"][date]["prices"][cabin] * quantity
+        return {
+            "user_id": user["user_id"],
+            "origin": origin,
+            "destination": destination,
+            "flight_type": "one_way",
+            "cabin": cabin,
+            "flights": [{"flight_number": flight["flight_number"], "date": date}],
+            "passengers": [dict(person) for person in travellers],
+            "payment_methods": [{"payment_id": card_id, "amount": total}],
+            "total_baggages": 0,
+            "nonfree_baggages": 0,
+            "insurance": "no",
+        }
+
+    def turns(flight: dict[str, Any], facts: tuple[str, ...] = ()) -> tuple[Turn, ...]:
+        arguments = booking(flight)
+        total = arguments["payment_methods"][0]["amount"]
+        booked = run(copy.deepcopy(state), "book_reservation", **arguments)
+        text = (
+            f"Your reservation {booked['reservation_id']} is booked on flight "
+            f"{flight['flight_number']} ({_CABIN_NAMES[cabin]}), the cheapest "
+            f"direct {_CABIN_NAMES[cabin]} fare, for {_names(travellers)}. "
+            f"The total is ${money(total)}, charged to your card ending in "
+            f"{card['last_four']}."
+        )
+        said = text.lower().replace(",", "")
+        if any(fact.lower() in said for fact in facts):
+            text = "Your trip is booked and charged to your credit card."
+        return (
+            call("get_user_details", user_id=user["user_id"]),
+            call(
+                "search_direct_flight",
+                origin=origin,
+                destination=destination,
+                date=date,
+            ),
+            call("book_reservation", **arguments),
+            say(text),
+        )
+
+    right = cheapest(cabin)
+    total = right["dates"][date]["prices"][cabin] * quantity
+    instruction = (
+        f"Hi, my user id is {user['user_id']}. Please book a one-way trip from "
+        f"{origin} to {destination} on {date} in {_CABIN_NAMES[cabin]} for "
+        f"{_names(travellers)} (saved in my profile), on the direct flight that is "
+        f"cheapest in {_CABIN_NAMES[cabin]}. No checked bags and no travel "
+        f"insurance. Charge everything to my {card['brand']} card ending in "
+        f"{card['last_four']}. Yes, I confirm the booking; tell me the total price."
+    )
+    facts = (right["flight_number"], money(total))
+    return Task(
+        task_id=task_id,
+        instruction=instruction,
+        initial_state=state,
+        gold_turns=turns(right),
+        required_facts=facts,
+        lacking_turns=turns(cheapest(wrong), facts),
+    )
+
+
+def generate_task(seed: int, difficulty: Mapping[str, int] | None = None) -> Task:
+    """Build the task of `seed`; the same seed and difficulty give the same task."""
+    knobs = resolve_difficulty(difficulty)
+    rng = random.Random(f"{ARCHETYPE}/{KIT}/{seed}")
+    return build_task(rng, knobs, task_id=f"structured_data_reasoning-{seed}")
