@@ -1,4 +1,4 @@
-"""The `factory` command: schema, kits, generate, validate."""
+"""The `factory` command: schema, kits, analyze, generate, validate."""
 
 from __future__ import annotations
 
@@ -67,6 +67,49 @@ def _validate(arguments: argparse.Namespace) -> int:
     return 0
 
 
+def _analyze(arguments: argparse.Namespace) -> int:
+    from factory.analyze.pipeline import AnalysisSettings, run_analysis
+
+    settings = AnalysisSettings(
+        runs=arguments.runs,
+        min_runs=arguments.min_runs,
+        rho=arguments.rho,
+        delta=arguments.delta,
+        seed=arguments.seed,
+    )
+    analysis, specs = run_analysis(
+        [Path(p) for p in arguments.paths],
+        arguments.target,
+        Path(arguments.output),
+        settings,
+        llm_model=arguments.llm_model,
+        skip_bad=arguments.skip_bad,
+        threshold=arguments.threshold,
+        force=arguments.force,
+    )
+    n_failed = sum(not t.success for t in analysis.trajectories)
+    print(
+        f"analysed {len(analysis.trajectories)} trajectories "
+        f"({n_failed} failed) from {len(arguments.paths)} input(s)"
+        + (
+            f"; skipped {len(analysis.skipped)} bad record(s)"
+            if analysis.skipped
+            else ""
+        )
+    )
+    for s in analysis.selections:
+        print(
+            f"  {'RETAINED' if s.retained else 'dropped ':<9}{s.capability:<32} "
+            f"ER+ {s.full.er_pos:.2f}  ER- {s.full.er_neg:.2f}  gap {s.gap_mean:+.2f}"
+            f" ± {s.gap_std:.2f}  coverage {s.coverage_mean:.2f} ± {s.coverage_std:.2f}"
+            f"  runs {s.runs_selected}/{s.runs_total}"
+        )
+    print(f"\nwrote {arguments.output}/report.md, report.json, capabilities.png")
+    for spec in specs:
+        print(f"spec: {spec}   next: factory generate {spec}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="factory",
@@ -99,6 +142,45 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-validate", action="store_true", help="skip validation (not recommended)"
     )
     gen.set_defaults(run=_generate)
+    ana = commands.add_parser(
+        "analyze",
+        help="find the capabilities that separate failed from successful runs",
+    )
+    ana.add_argument(
+        "paths", nargs="+", help="tau2-bench results, ToolSandbox folders, JSONL"
+    )
+    ana.add_argument(
+        "--target", required=True, help="kit id (airline, retail, phone) or tools.json"
+    )
+    ana.add_argument(
+        "--output", required=True, help="folder for the report and the specs"
+    )
+    ana.add_argument(
+        "--llm-model", default=None, help="label with this model (OpenAI-compatible)"
+    )
+    ana.add_argument(
+        "--runs", type=int, default=10, help="labelling runs N (default 10)"
+    )
+    ana.add_argument(
+        "--min-runs", type=int, default=8, help="keep if selected in K runs (8)"
+    )
+    ana.add_argument("--rho", type=float, default=0.10, help="minimum coverage (0.10)")
+    ana.add_argument(
+        "--delta", type=float, default=0.20, help="minimum gap ER- - ER+ (0.20)"
+    )
+    ana.add_argument(
+        "--seed", type=int, default=0, help="bootstrap seed (offline runs)"
+    )
+    ana.add_argument(
+        "--threshold", type=float, default=1.0, help="ToolSandbox success similarity"
+    )
+    ana.add_argument(
+        "--skip-bad", action="store_true", help="skip malformed records, count them"
+    )
+    ana.add_argument(
+        "--force", action="store_true", help="replace a non-empty output folder"
+    )
+    ana.set_defaults(run=_analyze)
     val = commands.add_parser("validate", help="validate a generated package")
     val.add_argument("package", help="generated_envs/<cap>")
     val.add_argument(

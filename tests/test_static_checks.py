@@ -69,3 +69,14 @@ def test_tool_signatures_follow_the_schemas() -> None:
     found = check_tool_signatures(source, [schema("get_user", "id"), schema("cancel")])
     assert any("takes (state, user_id)" in p for p in found)
     assert any("`cancel` has no implementation" in p for p in found)
+
+
+def test_lint_finds_undefined_and_unused_names(tmp_path) -> None:
+    from factory.validate.static_checks import lint_problems
+
+    (tmp_path / "module.py").write_text(
+        '"""Doc."""\n\nimport os\n\n\ndef f():\n    return json.dumps(1)\n'
+    )
+    found = "\n".join(lint_problems(tmp_path))
+    assert "F821" in found and "json" in found
+    assert "F401" in found and "os" in found

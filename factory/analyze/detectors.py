@@ -94,18 +94,11 @@ def _closest_attempts(
 
 
 def _said(trajectory: Trajectory) -> str:
-    return re.sub(r"\s+", " ", trajectory.assistant_text().lower().replace(",", ""))
+    return _normal(trajectory.assistant_text())
 
 
 def detect_structured_data_reasoning(trajectory: Trajectory) -> Judgement:
     """Numbers read or computed from records: wrong amounts in writes, facts not stated."""
-    facts = [str(f) for f in trajectory.metadata.get("required_facts") or []]
-    said = _said(trajectory)
-    missing = [
-        f for f in facts if re.sub(r"\s+", " ", f.lower().replace(",", "")) not in said
-    ]
-    if missing:
-        return Judgement(Label.LACKING, f"did not state the required fact(s) {missing}")
     compared = False
     for expected, diffs in _closest_attempts(trajectory):
         numeric = [(p, e, a) for p, e, a in diffs if _is_number(e) and _is_number(a)]
@@ -118,9 +111,30 @@ def detect_structured_data_reasoning(trajectory: Trajectory) -> Judgement:
         compared = compared or any(
             _is_number(v) for _, v in _leaves(expected.arguments)
         )
-    if facts or compared:
-        return Judgement(Label.PRESENT, "amounts and stated facts match the records")
+    facts = [str(f) for f in trajectory.metadata.get("required_facts") or []]
+    if facts and _actions_right(trajectory):
+        said = _said(trajectory)
+        missing = [f for f in facts if _normal(f) not in said]
+        if missing:
+            return Judgement(Label.LACKING, f"acted right but did not state {missing}")
+        return Judgement(Label.PRESENT, "stated every required fact")
+    if compared:
+        return Judgement(Label.PRESENT, "amounts match the records")
     return NA
+
+
+def _normal(text: str) -> str:
+    return re.sub(r"\s+", " ", text.lower().replace(",", "")).strip()
+
+
+def _actions_right(trajectory: Trajectory) -> bool:
+    """The database check passed (tau2), or every expected write was done as expected."""
+    db_check = (trajectory.metadata.get("reward_info") or {}).get("db_check")
+    if isinstance(db_check, dict) and "db_match" in db_check:
+        return bool(db_check["db_match"])
+    expected = _expected_writes(trajectory) or []
+    exact = [diffs for _, diffs in _closest_attempts(trajectory) if not diffs]
+    return bool(expected) and len(exact) == len(expected)
 
 
 def _leaves(value: Any, path: str = "") -> Iterator[tuple[str, Any]]:

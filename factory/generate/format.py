@@ -1,7 +1,8 @@
-"""Format rendered Python with ruff (import sorting, then `ruff format`).
+"""Format rendered Python with ruff (sort imports, drop unused ones, `ruff format`).
 
 Templates cannot be pre-formatted for every capability name (names change line
-lengths), so rendered code goes through the formatter, as codegen tools do.
+lengths), and a kit's imports serve all its task families, so rendered code goes
+through the formatter, as codegen tools do.
 ruff is pinned in pyproject.toml so the same spec gives byte-identical files.
 """
 
@@ -33,16 +34,15 @@ def _ruff(*arguments: str, cwd: Path) -> None:
 
 
 def format_python(files: dict[str, str]) -> dict[str, str]:
-    """Return `files` with every `.py` file import-sorted and ruff-formatted."""
+    """Return `files` with every `.py` file import-fixed and ruff-formatted."""
     python = {path: text for path, text in files.items() if path.endswith(".py")}
     with tempfile.TemporaryDirectory(prefix="trace-format-") as tmp:
         root = Path(tmp)
         for path, text in python.items():
             (root / path).parent.mkdir(parents=True, exist_ok=True)
             (root / path).write_text(text, encoding="utf-8")
-        _ruff(
-            "check", "--select", "I", "--fix", "--quiet", *RUFF_OPTIONS, ".", cwd=root
-        )
+        fix = ["--select", "I,F401", "--fix", "--quiet"]
+        _ruff("check", *fix, *RUFF_OPTIONS, *ISORT_OPTIONS, ".", cwd=root)
         _ruff("format", "--quiet", *RUFF_OPTIONS, ".", cwd=root)
         formatted = {path: (root / path).read_text(encoding="utf-8") for path in python}
     return {**files, **formatted}

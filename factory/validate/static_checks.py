@@ -7,11 +7,13 @@ the package itself, and have no top-level side effects.
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from collections.abc import Iterable
 from pathlib import Path
 
 import libcst as cst
+from ruff.__main__ import find_ruff_bin
 
 # Symbols every generated module must define (functions with their parameters).
 REQUIRED: dict[str, dict[str, tuple[str, ...] | None]] = {
@@ -199,11 +201,24 @@ def check_tool_signatures(source: str, tools: Iterable[dict]) -> list[str]:
     return problems
 
 
+def lint_problems(root: Path) -> list[str]:
+    """Pyflakes-class errors (undefined or unused names, syntax) found by ruff."""
+    command = [str(find_ruff_bin()), "check", "--isolated", "--select", "F,E9"]
+    result = subprocess.run(
+        [*command, "--output-format", "concise", "--quiet", "."],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return [line for line in result.stdout.splitlines() if line.strip()]
+
+
 def check_package(
     root: Path, package: str, camel: str, tools: Iterable[dict]
 ) -> list[str]:
     """All static problems of the package at `root`, each prefixed with its file."""
-    problems = []
+    problems = lint_problems(root)
     for filename, required in REQUIRED.items():
         path = root / package / filename
         if not path.is_file():

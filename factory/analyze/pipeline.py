@@ -1,0 +1,277 @@
+"""`factory analyze`: import runs, label them, contrast, select, write report and specs.
+
+Outputs (written to a temporary folder and moved into place when complete):
+report.md, report.json, capabilities.png, labels.jsonl, trajectories.jsonl and
+capabilities/<name>.json, one spec per retained capability.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from factory.analyze import report
+from factory.analyze.detectors import builtin_dictionary, label_offline
+from factory.analyze.importers import import_paths
+from factory.analyze.labels import Capability, Judgement, Label
+from factory.analyze.records import Trajectory, write_jsonl
+from factory.analyze.specs import build_spec
+from factory.analyze.statistics import Selection, bootstrap, majority, select
+from factory.catalog.kits import load_kits
+from factory.errors import FactoryError
+
+# One labelling run: for each trajectory, a judgement per capability name.
+LabelRun = list[dict[str, Judgement]]
+
+
+@dataclass(frozen=True)
+class AnalysisSettings:
+    """The knobs of `factory analyze` (paper defaults)."""
+
+    runs: int = 10
+    min_runs: int = 8
+    rho: float = 0.10
+    delta: float = 0.20
+    seed: int = 0
+
+    def check(self) -> None:
+        if self.runs < 1:
+            raise FactoryError("--runs must be at least 1")
+        if not 1 <= self.min_runs <= self.runs:
+            raise FactoryError(f"--min-runs must be between 1 and --runs ({self.runs})")
+        if not 0 <= self.rho <= 1:
+            raise FactoryError("--rho is a share of failures: give a value in [0, 1]")
+        if not -1 <= self.delta <= 1:
+            raise FactoryError(
+                "--delta is a difference of rates: give a value in [-1, 1]"
+            )
+
+
+@dataclass
+class Analysis:
+    """What the analysis found."""
+
+    trajectories: list[Trajectory]
+    capabilities: list[Capability]
+    labels: LabelRun
+    selections: list[Selection]
+    skipped: list[str]
+
+
+def resolve_target(target: str) -> str | dict[str, Any]:
+    """A built-in kit id, or an inline target read from a tools JSON file."""
+    kits = load_kits()
+    if target in kits:
+        return target
+    path = Path(target)
+    if not path.is_file():
+        raise FactoryError(
+            f"--target: '{target}' is neither a kit ({', '.join(kits)}) nor a tools JSON file"
+        )
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise FactoryError(f"--target {path}: not valid JSON ({exc.msg})") from None
+    if isinstance(data, list):
+        data = {"tools": data}
+    if (
+        not isinstance(data, dict)
+        or not isinstance(data.get("tools"), list)
+        or not data["tools"]
+    ):
+        raise FactoryError(
+            f"--target {path}: give a list of OpenAI tool schemas, or an object with "
+            "'tools' (that list), 'policy' and 'state'"
+        )
+    return {
+        "tools": data["tools"],
+        "policy": data.get("policy") or "(not given: describe the target's policy)",
+        "state": data.get("state") or "(not given: describe the target's state)",
+    }
+
+
+def label_all(
+    trajectories: Sequence[Trajectory],
+    capabilities: Sequence[Capability],
+    labeller: Callable[[Trajectory, Capability], Judgement] = label_offline,
+) -> LabelRun:
+    """Judge every (trajectory, capability) pair, with a progress bar."""
+    return [
+        {c.name: labeller(t, c) for c in capabilities}
+        for t in tqdm(
+            trajectories, desc="labelling", unit="traj", leave=False, disable=None
+        )
+    ]
+
+
+def analyze(
+    trajectories: list[Trajectory],
+    settings: AnalysisSettings,
+    capabilities: list[Capability] | None = None,
+    label_runs: list[LabelRun] | None = None,
+) -> Analysis:
+    """Label (unless runs are given), then select capabilities as in the paper."""
+    settings.check()
+    capabilities = capabilities or builtin_dictionary()
+    names = [c.name for c in capabilities]
+    success = [t.success for t in trajectories]
+    if label_runs is None:
+        labels = label_all(trajectories, capabilities)
+        full = [
+            ({n: j.label for n, j in row.items()}, s)
+            for row, s in zip(labels, success, strict=True)
+        ]
+        runs = bootstrap(full, settings.runs, settings.seed)
+    else:
+        plain = [
+            [{n: j.label for n, j in row.items()} for row in run] for run in label_runs
+        ]
+        merged = majority(plain)
+        labels = [
+            {
+                n: next(
+                    (run[i][n] for run in label_runs if run[i][n].label == lab),
+                    Judgement(lab),
+                )
+                for n, lab in row.items()
+            }
+            for i, row in enumerate(merged)
+        ]
+        full = list(zip(merged, success, strict=True))
+        runs = [list(zip(run, success, strict=True)) for run in plain]
+    selections = select(
+        full, runs, names, settings.rho, settings.delta, settings.min_runs
+    )
+    return Analysis(list(trajectories), list(capabilities), labels, selections, [])
+
+
+def failure_patterns(analysis: Analysis, capability: str) -> list[tuple[str, str]]:
+    """(task id, evidence) of the failed trajectories lacking the capability."""
+    return [
+        (t.task_id, row[capability].reason)
+        for t, row in zip(analysis.trajectories, analysis.labels, strict=True)
+        if not t.success and row[capability].label is Label.LACKING
+    ]
+
+
+def write_outputs(
+    analysis: Analysis,
+    output: Path,
+    target: str | dict[str, Any],
+    settings: AnalysisSettings,
+    labeller: str,
+    force: bool = False,
+) -> list[Path]:
+    """Write every output into `output` atomically; return the spec paths."""
+    if output.exists() and any(output.iterdir()) and not force:
+        raise FactoryError(
+            f"{output} exists and is not empty; pass --force to replace it"
+        )
+    output.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", dir=output.parent))
+    staging.chmod(0o755)
+    try:
+        by_name = {c.name: c for c in analysis.capabilities}
+        examples = {
+            c.name: [t for t, _ in failure_patterns(analysis, c.name)]
+            for c in analysis.capabilities
+        }
+        rows = report.report_rows(analysis.selections, examples)
+        n_passed = sum(t.success for t in analysis.trajectories)
+        summary = {
+            "n_trajectories": len(analysis.trajectories),
+            "n_passed": n_passed,
+            "n_failed": len(analysis.trajectories) - n_passed,
+            "labeller": labeller,
+            "runs": settings.runs,
+            "min_runs": settings.min_runs,
+            "rho": settings.rho,
+            "delta": settings.delta,
+            "seed": settings.seed,
+            "skipped_records": len(analysis.skipped),
+        }
+        report.write_json(staging / "report.json", summary, rows)
+        report.write_markdown(staging / "report.md", summary, rows)
+        report.write_chart(
+            staging / "capabilities.png", rows, settings.rho, settings.delta
+        )
+        write_jsonl(staging / "trajectories.jsonl", analysis.trajectories)
+        with (staging / "labels.jsonl").open("w", encoding="utf-8") as handle:
+            for t, row in zip(analysis.trajectories, analysis.labels, strict=True):
+                handle.write(
+                    json.dumps(
+                        {
+                            "task_id": t.task_id,
+                            "success": t.success,
+                            "labels": {
+                                n: {"label": j.label.value, "reason": j.reason}
+                                for n, j in row.items()
+                            },
+                        }
+                    )
+                    + "\n"
+                )
+        (staging / "capabilities").mkdir()
+        specs = []
+        for selection in analysis.selections:
+            if not selection.retained:
+                continue
+            spec = build_spec(
+                by_name[selection.capability],
+                selection,
+                target,
+                failure_patterns(analysis, selection.capability),
+            )
+            path = staging / "capabilities" / f"{spec.name}.json"
+            path.write_text(spec.to_json(), encoding="utf-8")
+            specs.append(output / "capabilities" / path.name)
+        if output.exists():
+            shutil.rmtree(output)
+        staging.rename(output)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return specs
+
+
+def run_analysis(
+    paths: list[Path],
+    target: str,
+    output: Path,
+    settings: AnalysisSettings,
+    llm_model: str | None = None,
+    skip_bad: bool = False,
+    threshold: float = 1.0,
+    force: bool = False,
+) -> tuple[Analysis, list[Path]]:
+    """The whole `factory analyze` command: offline detectors, or an LLM labeller."""
+    settings.check()
+    resolved = resolve_target(target)
+    if output.exists() and any(output.iterdir()) and not force:
+        raise FactoryError(
+            f"{output} exists and is not empty; pass --force to replace it"
+        )
+    imported = import_paths(paths, skip_bad=skip_bad, threshold=threshold)
+    if llm_model is None:
+        analysis = analyze(imported.trajectories, settings)
+        labeller = "offline detectors"
+    else:
+        from factory.analyze.llm_labeller import LLMLabeller
+
+        llm = LLMLabeller(llm_model, cache_dir=output.parent / ".trace_cache")
+        capabilities = llm.discover(imported.trajectories)
+        runs = [
+            llm.label_run(imported.trajectories, capabilities, run)
+            for run in range(settings.runs)
+        ]
+        analysis = analyze(imported.trajectories, settings, capabilities, runs)
+        labeller = f"LLM {llm_model}"
+    analysis.skipped = imported.skipped
+    specs = write_outputs(analysis, output, resolved, settings, labeller, force)
+    return analysis, specs

@@ -1,0 +1,57 @@
+"""Turn retained capabilities into capability specs that `factory generate` accepts."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from factory.analyze.labels import Capability
+from factory.analyze.statistics import Selection
+from factory.catalog.archetypes import ARCHETYPES
+from factory.spec import CapabilitySpec, Evidence, FailurePattern, InlineTarget
+
+
+def snake_name(text: str) -> str:
+    """A safe snake_case capability name."""
+    name = re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")
+    name = re.sub(r"_+", "_", name)
+    if not name or not name[0].isalpha():
+        name = f"cap_{name}"
+    return name[:48].rstrip("_")
+
+
+def build_spec(
+    capability: Capability,
+    selection: Selection,
+    target: str | dict[str, Any],
+    patterns: list[tuple[str, str]],
+) -> CapabilitySpec:
+    """The spec of one retained capability, with its evidence and failure patterns."""
+    archetype = ARCHETYPES.get(capability.archetype or "")
+    fits = (
+        archetype is not None and isinstance(target, str) and target in archetype.kits
+    )
+    title = (
+        archetype.title if archetype else capability.name.replace("_", " ").capitalize()
+    )
+    full = selection.full
+    return CapabilitySpec(
+        name=snake_name(capability.name),
+        title=title,
+        description=capability.description,
+        archetype=archetype.id if fits else None,
+        target=target if isinstance(target, str) else InlineTarget(**target),
+        failure_patterns=[
+            FailurePattern(task_id=t, note=n[:300]) for t, n in patterns[:20]
+        ],
+        evidence=Evidence(
+            er_pos=full.er_pos,
+            er_neg=full.er_neg,
+            delta=full.gap,
+            coverage=full.coverage,
+            runs_selected=selection.runs_selected,
+            runs_total=selection.runs_total,
+            n_failed=full.n_failed,
+            n_passed=full.n_passed,
+        ),
+    )
