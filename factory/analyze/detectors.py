@@ -80,15 +80,25 @@ def _expected_writes(trajectory: Trajectory) -> list[ExpectedAction] | None:
 
 
 def _closest_attempts(
-    trajectory: Trajectory,
+    trajectory: Trajectory, dates: bool = True
 ) -> Iterator[tuple[ExpectedAction, list[tuple[str, Any, Any]]]]:
-    """Each expected write the agent attempted, with the diff of its closest attempt."""
+    """Each expected write the agent attempted, with the diff of its closest attempt.
+
+    With `dates=False`, date and time arguments are left out when the user spoke
+    of a relative date: those belong to the date-time detector.
+    """
+    skip_dates = not dates and bool(RELATIVE_TIME.search(trajectory.user_text()))
     writes = [s for s in trajectory.steps if s.writes]
     for expected in _expected_writes(trajectory) or []:
         attempts = [s for s in writes if s.name == expected.name]
         if attempts:
             diffs = [
-                list(_differences(expected.arguments, s.arguments)) for s in attempts
+                [
+                    d
+                    for d in _differences(expected.arguments, s.arguments)
+                    if not (skip_dates and DATE_KEY.search(d[0]))
+                ]
+                for s in attempts
             ]
             yield expected, min(diffs, key=len)
 
@@ -100,7 +110,7 @@ def _said(trajectory: Trajectory) -> str:
 def detect_structured_data_reasoning(trajectory: Trajectory) -> Judgement:
     """Numbers read or computed from records: wrong amounts in writes, facts not stated."""
     compared = False
-    for expected, diffs in _closest_attempts(trajectory):
+    for expected, diffs in _closest_attempts(trajectory, dates=False):
         numeric = [(p, e, a) for p, e, a in diffs if _is_number(e) and _is_number(a)]
         if numeric:
             path, want, got = numeric[0]
@@ -154,7 +164,7 @@ def detect_tool_calling_precision(trajectory: Trajectory) -> Judgement:
     if expected is None:
         return _grounding(trajectory)
     compared = False
-    for action, diffs in _closest_attempts(trajectory):
+    for action, diffs in _closest_attempts(trajectory, dates=False):
         compared = True
         if diffs and not any(_is_number(e) and _is_number(a) for _, e, a in diffs):
             path, want, got = diffs[0]

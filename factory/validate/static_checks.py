@@ -203,7 +203,14 @@ def check_tool_signatures(source: str, tools: Iterable[dict]) -> list[str]:
 
 def lint_problems(root: Path) -> list[str]:
     """Pyflakes-class errors (undefined or unused names, syntax) found by ruff."""
-    command = [str(find_ruff_bin()), "check", "--isolated", "--select", "F,E9"]
+    command = [
+        str(find_ruff_bin()),
+        "check",
+        "--isolated",
+        "--no-cache",
+        "--select",
+        "F,E9",
+    ]
     result = subprocess.run(
         [*command, "--output-format", "concise", "--quiet", "."],
         cwd=root,

@@ -1,0 +1,200 @@
+"""Offline detectors on small hand-built trajectories."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from factory.analyze.detectors import DETECTORS
+from factory.analyze.labels import Label
+from factory.analyze.records import Trajectory
+
+
+def call(name: str, call_id: str, **arguments: Any) -> dict[str, Any]:
+    function = {"name": name, "arguments": json.dumps(arguments)}
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": call_id, "function": function}],
+    }
+
+
+def result(call_id: str, content: str) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": call_id, "content": content}
+
+
+def trajectory(messages: list[dict], success: bool = False, **extra: Any) -> Trajectory:
+    return Trajectory(
+        task_id="t", messages=messages, reward=float(success), success=success, **extra
+    )
+
+
+def label(archetype: str, t: Trajectory) -> Label:
+    return DETECTORS[archetype](t).label
+
+
+SEND = [
+    {"role": "user", "content": "Text Ann that I am late"},
+    call("send_message_with_phone_number", "1", phone_number="+1555", content="late"),
+    result("1", "Error: ConnectionError: Cellular service is not enabled"),
+]
+
+
+def test_permission_recovery_present_lacking_and_na() -> None:
+    fixed = SEND + [
+        call("set_cellular_service_status", "2", on=True),
+        result("2", "null"),
+        call(
+            "send_message_with_phone_number", "3", phone_number="+1555", content="late"
+        ),
+        result("3", '"msg-1"'),
+    ]
+    assert label("permission_error_recovery", trajectory(fixed, True)) is Label.PRESENT
+    gave_up = SEND + [{"role": "assistant", "content": "Sorry, I can't."}]
+    assert label("permission_error_recovery", trajectory(gave_up)) is Label.LACKING
+    assert label("permission_error_recovery", trajectory(SEND[:1])) is Label.NA
+
+
+def test_date_time_without_date_tools_is_lacking() -> None:
+    messages = [
+        {"role": "user", "content": "Remind me to call mom in 3 days at 9"},
+        call("add_reminder", "1", content="call mom", reminder_timestamp=1.7e9),
+        result("1", '"r1"'),
+    ]
+    assert label("date_time_recovery", trajectory(messages)) is Label.LACKING
+    with_tools = (
+        messages[:1]
+        + [call("get_current_timestamp", "0"), result("0", "1.69e9")]
+        + messages[1:]
+    )
+    assert label("date_time_recovery", trajectory(with_tools, True)) is Label.PRESENT
+    assert (
+        label("date_time_recovery", trajectory([{"role": "user", "content": "hi"}]))
+        is Label.NA
+    )
+
+
+EXPECTED = [
+    {"name": "get_order_details", "arguments": {"order_id": "#W1"}},
+    {
+        "name": "return_delivered_order_items",
+        "arguments": {
+            "order_id": "#W1",
+            "item_ids": ["1"],
+            "payment_method_id": "credit_card_1",
+        },
+    },
+]
+
+
+def test_tool_calling_precision_compares_with_the_reference() -> None:
+    wrong = [
+        call("get_order_details", "1", order_id="#W1"),
+        result("1", "{}"),
+        call(
+            "return_delivered_order_items",
+            "2",
+            order_id="#W1",
+            item_ids=["1"],
+            payment_method_id="gift_card_9",
+        ),
+        result("2", "{}"),
+    ]
+    t = trajectory(wrong, expected_actions=EXPECTED)
+    judgement = DETECTORS["tool_calling_precision"](t)
+    assert judgement.label is Label.LACKING and "payment_method_id" in judgement.reason
+    right = json.loads(json.dumps(wrong).replace("gift_card_9", "credit_card_1"))
+    assert (
+        label(
+            "tool_calling_precision", trajectory(right, True, expected_actions=EXPECTED)
+        )
+        is Label.PRESENT
+    )
+
+
+def test_multi_step_partial_completion_is_lacking() -> None:
+    expected = [
+        {
+            "name": "cancel_pending_order",
+            "arguments": {"order_id": "#W1", "reason": "no longer needed"},
+        },
+        {"name": "modify_user_address", "arguments": {"user_id": "u"}},
+    ]
+    done_one = [
+        call("cancel_pending_order", "1", order_id="#W1", reason="no longer needed"),
+        result("1", "{}"),
+    ]
+    assert (
+        label(
+            "multi_step_task_completion",
+            trajectory(done_one, expected_actions=expected),
+        )
+        is Label.LACKING
+    )
+    done_two = done_one + [
+        call("modify_user_address", "2", user_id="u"),
+        result("2", "{}"),
+    ]
+    assert (
+        label(
+            "multi_step_task_completion",
+            trajectory(done_two, True, expected_actions=expected),
+        )
+        is Label.PRESENT
+    )
+
+
+def test_precondition_write_without_read_is_lacking() -> None:
+    unchecked = [
+        call("cancel_reservation", "1", reservation_id="ABC123"),
+        result("1", "{}"),
+    ]
+    assert label("precondition_verification", trajectory(unchecked)) is Label.LACKING
+    checked = [
+        call("get_reservation_details", "0", reservation_id="ABC123"),
+        result("0", "{}"),
+    ] + unchecked
+    assert (
+        label("precondition_verification", trajectory(checked, True)) is Label.PRESENT
+    )
+    extra = trajectory(
+        checked, expected_actions=[{"name": "get_reservation_details", "arguments": {}}]
+    )
+    assert label("precondition_verification", extra) is Label.LACKING
+
+
+def test_structured_data_numbers_and_facts() -> None:
+    expected = [
+        {
+            "name": "book_reservation",
+            "arguments": {
+                "user_id": "u",
+                "payment_methods": [{"payment_id": "c", "amount": 450}],
+            },
+        }
+    ]
+    wrong = [
+        call(
+            "book_reservation",
+            "1",
+            user_id="u",
+            payment_methods=[{"payment_id": "c", "amount": 500}],
+        ),
+        result("1", "Error: amount"),
+    ]
+    judgement = DETECTORS["structured_data_reasoning"](
+        trajectory(wrong, expected_actions=expected)
+    )
+    assert judgement.label is Label.LACKING and "450" in judgement.reason
+    right = json.loads(json.dumps(wrong).replace("500", "450"))
+    silent = trajectory(
+        right, expected_actions=expected, metadata={"required_facts": ["450"]}
+    )
+    assert label("structured_data_reasoning", silent) is Label.LACKING
+    told = trajectory(
+        right + [{"role": "assistant", "content": "Total: $450."}],
+        True,
+        expected_actions=expected,
+        metadata={"required_facts": ["450"]},
+    )
+    assert label("structured_data_reasoning", told) is Label.PRESENT
