@@ -104,7 +104,9 @@ def _analyze(arguments: argparse.Namespace) -> int:
             f" ± {s.gap_std:.2f}  coverage {s.coverage_mean:.2f} ± {s.coverage_std:.2f}"
             f"  runs {s.runs_selected}/{s.runs_total}"
         )
-    print(f"\nwrote {arguments.output}/report.md, report.json, capabilities.png")
+    print(
+        f"\nwrote {Path(arguments.output) / 'report.md'}, report.json, capabilities.png"
+    )
     for spec in specs:
         print(f"spec: {spec}   next: factory generate {spec}")
     return 0

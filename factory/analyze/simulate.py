@@ -127,7 +127,11 @@ def simulate(
                 "id": task_id,
                 "description": {"purpose": spec["description"]},
                 "user_scenario": {
-                    "instructions": {"reason_for_call": task.instruction}
+                    "instructions": {
+                        "domain": spec["target"],
+                        "reason_for_call": task.instruction,
+                        "task_instructions": "Follow the request; confirm when asked.",
+                    }
                 },
                 "evaluation_criteria": {
                     "actions": [
@@ -188,7 +192,8 @@ def simulate(
                 "llm": f"deficits={dict(deficits)}",
             },
             "environment_info": {
-                "domain_name": "+".join(sorted({s["target"] for _, s in packages}))
+                "domain_name": "+".join(sorted({s["target"] for _, s in packages})),
+                "policy": "\n\n".join(sorted({m.tools.POLICY for m, _ in packages})),
             },
             "seed": seed,
         },

@@ -47,8 +47,11 @@ def generate(
         write_files(staging, files)
         report = validate_package(staging, seeds) if validate else None
         if report is not None and report.problems:
+            details = "" if report.tests_passed else "\n" + report.tests_output[-4000:]
             raise ValidationFailed(
-                report.summary() + "\nNothing was written; the build is discarded."
+                report.summary()
+                + details
+                + "\nNothing was written; the build is discarded."
             )
         _move_into_place(staging, destination)
     finally:

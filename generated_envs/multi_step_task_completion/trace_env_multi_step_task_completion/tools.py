@@ -8,8 +8,10 @@ with `ToolError` never changes it.
 
 from __future__ import annotations
 
+import ast
 import json
 import math
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -476,7 +478,6 @@ class ToolError(Exception):
 
 
 CANCEL_REASONS = ("no longer needed", "ordered by mistake")
-_CALC_CHARS = set("0123456789+-*/(). ")
 
 
 def _user(state: State, user_id: str) -> dict[str, Any]:
@@ -578,78 +579,43 @@ def _price_difference(
     return round(new - old, 2)
 
 
-def _calc_tokens(expression: str) -> list[str]:
-    tokens: list[str] = []
-    number = ""
-    for char in expression:
-        if char in "0123456789.":
-            number += char
-            continue
-        if number:
-            tokens.append(number)
-            number = ""
-        if char != " ":
-            tokens.append(char)
-    if number:
-        tokens.append(number)
-    return tokens
+_ARITHMETIC_CHARS = frozenset("0123456789+-*/(). ")
+_OPERATORS: dict[type, Callable[[float, float], float]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+}
 
 
-def _calc_parse(tokens: list[str], position: int, depth: int) -> tuple[float, int]:
-    """Parse a sum starting at `position`; return its value and the next position."""
-    if depth > 50:
-        raise ToolError("expression is nested too deeply")
-    value, position = _calc_term(tokens, position, depth)
-    while position < len(tokens) and tokens[position] in "+-":
-        operator = tokens[position]
-        right, position = _calc_term(tokens, position + 1, depth)
-        value = value + right if operator == "+" else value - right
-    return value, position
-
-
-def _calc_term(tokens: list[str], position: int, depth: int) -> tuple[float, int]:
-    value, position = _calc_factor(tokens, position, depth)
-    while position < len(tokens) and tokens[position] in "*/":
-        operator = tokens[position]
-        right, position = _calc_factor(tokens, position + 1, depth)
-        if operator == "*":
-            value *= right
-        elif right == 0:
-            raise ToolError("division by zero")
-        else:
-            value /= right
-    return value, position
-
-
-def _calc_factor(tokens: list[str], position: int, depth: int) -> tuple[float, int]:
-    if depth > 50:
-        raise ToolError("expression is nested too deeply")
-    if position >= len(tokens):
-        raise ToolError("expression ends too early")
-    token = tokens[position]
-    if token in "+-":
-        value, position = _calc_factor(tokens, position + 1, depth + 1)
-        return (value if token == "+" else -value), position
-    if token == "(":
-        value, position = _calc_parse(tokens, position + 1, depth + 1)
-        if position >= len(tokens) or tokens[position] != ")":
-            raise ToolError("unbalanced parentheses")
-        return value, position + 1
-    if token == ")" or token.count(".") > 1 or token == ".":
-        raise ToolError(f"unexpected '{token}' in expression")
-    return float(token), position + 1
+def _arithmetic(node: ast.AST) -> float:
+    """Evaluate a parsed + - * / expression; any other construct is refused."""
+    if isinstance(node, ast.Expression):
+        return _arithmetic(node.body)
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        return float(node.value)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.UAdd, ast.USub)):
+        value = _arithmetic(node.operand)
+        return value if isinstance(node.op, ast.UAdd) else -value
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
+        return _OPERATORS[type(node.op)](
+            _arithmetic(node.left), _arithmetic(node.right)
+        )
+    raise ToolError(
+        "the expression may only combine numbers with + - * / and parentheses"
+    )
 
 
 def calculate(state: State, expression: str) -> str:
-    """Evaluate + - * / arithmetic with parentheses, rounded to 2 decimals."""
-    if not expression.strip() or not set(expression) <= _CALC_CHARS:
+    """Evaluate an arithmetic expression, rounded to 2 decimals (no eval: ast only)."""
+    if not expression.strip() or not set(expression) <= _ARITHMETIC_CHARS:
         raise ToolError(
             "the expression may contain only numbers, + - * /, parentheses and spaces"
         )
-    tokens = _calc_tokens(expression)
-    value, position = _calc_parse(tokens, 0, 0)
-    if position != len(tokens):
-        raise ToolError(f"unexpected '{tokens[position]}' in expression")
+    try:
+        value = _arithmetic(ast.parse(expression, mode="eval"))
+    except (SyntaxError, ValueError, ZeroDivisionError, OverflowError, RecursionError):
+        raise ToolError(f"cannot evaluate the expression '{expression[:60]}'") from None
     if not math.isfinite(value):
         raise ToolError("the result is not a finite number")
     return str(round(value, 2))

@@ -8,7 +8,10 @@ with `ToolError` never changes it.
 
 from __future__ import annotations
 
+import ast
 import json
+import math
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -853,73 +856,45 @@ def book_reservation(
     return reservation
 
 
-def _calc_sum(tokens: list[str], position: int) -> tuple[float, int]:
-    value, position = _calc_product(tokens, position)
-    while position < len(tokens) and tokens[position] in ("+", "-"):
-        right, after = _calc_product(tokens, position + 1)
-        value = value + right if tokens[position] == "+" else value - right
-        position = after
-    return value, position
+_ARITHMETIC_CHARS = frozenset("0123456789+-*/(). ")
+_OPERATORS: dict[type, Callable[[float, float], float]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+}
 
 
-def _calc_product(tokens: list[str], position: int) -> tuple[float, int]:
-    value, position = _calc_factor(tokens, position)
-    while position < len(tokens) and tokens[position] in ("*", "/"):
-        right, after = _calc_factor(tokens, position + 1)
-        if tokens[position] == "*":
-            value = value * right
-        elif right == 0:
-            raise ToolError("division by zero")
-        else:
-            value = value / right
-        position = after
-    return value, position
-
-
-def _calc_factor(tokens: list[str], position: int) -> tuple[float, int]:
-    if position >= len(tokens):
-        raise ToolError("the expression ends too early")
-    token = tokens[position]
-    if token in ("+", "-"):
-        value, position = _calc_factor(tokens, position + 1)
-        return (value if token == "+" else -value), position
-    if token == "(":
-        value, position = _calc_sum(tokens, position + 1)
-        if position >= len(tokens) or tokens[position] != ")":
-            raise ToolError("unbalanced parentheses")
-        return value, position + 1
-    if token in (")", "*", "/"):
-        raise ToolError(f"unexpected '{token}' in the expression")
-    try:
-        return float(token), position + 1
-    except ValueError:
-        raise ToolError(f"'{token}' is not a number") from None
+def _arithmetic(node: ast.AST) -> float:
+    """Evaluate a parsed + - * / expression; any other construct is refused."""
+    if isinstance(node, ast.Expression):
+        return _arithmetic(node.body)
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        return float(node.value)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.UAdd, ast.USub)):
+        value = _arithmetic(node.operand)
+        return value if isinstance(node.op, ast.UAdd) else -value
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
+        return _OPERATORS[type(node.op)](
+            _arithmetic(node.left), _arithmetic(node.right)
+        )
+    raise ToolError(
+        "the expression may only combine numbers with + - * / and parentheses"
+    )
 
 
 def calculate(state: State, expression: str) -> str:
-    if any(char not in "0123456789+-*/(). " for char in expression):
-        raise ToolError("the expression may only hold digits, + - * / ( ) . and spaces")
-    tokens: list[str] = []
-    index = 0
-    while index < len(expression):
-        if expression[index] in "0123456789.":
-            end = index
-            while end < len(expression) and expression[end] in "0123456789.":
-                end += 1
-            tokens.append(expression[index:end])
-            index = end
-        else:
-            if expression[index] != " ":
-                tokens.append(expression[index])
-            index += 1
+    """Evaluate an arithmetic expression, rounded to 2 decimals (no eval: ast only)."""
+    if not expression.strip() or not set(expression) <= _ARITHMETIC_CHARS:
+        raise ToolError(
+            "the expression may contain only numbers, + - * /, parentheses and spaces"
+        )
     try:
-        value, position = _calc_sum(tokens, 0)
-    except RecursionError:
-        raise ToolError("the expression is nested too deeply") from None
-    if position != len(tokens):
-        raise ToolError(f"unexpected '{tokens[position]}' in the expression")
-    if value != value or abs(value) == float("inf"):
-        raise ToolError("the result is too large to compute")
+        value = _arithmetic(ast.parse(expression, mode="eval"))
+    except (SyntaxError, ValueError, ZeroDivisionError, OverflowError, RecursionError):
+        raise ToolError(f"cannot evaluate the expression '{expression[:60]}'") from None
+    if not math.isfinite(value):
+        raise ToolError("the result is not a finite number")
     return str(round(value, 2))
 
 
