@@ -1,0 +1,306 @@
+"""The trainer end to end with a tiny random model: CLI, resume, drops, signals, eval."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from tests.conftest import ROOT
+from tests.trainer_fixtures import ENV_ID, register
+from trainer import grpo
+from trainer.cli import main
+from trainer.config import TrainConfig
+from trainer.envs import resolve_env
+from trainer.export import vllm_problems
+from trainer.generation import TransformersGenerator
+from trainer.models import load_base, with_lora
+
+PACKAGE = str(ROOT / "generated_envs" / "date_time_recovery")
+FAST = [
+    "--max-new-tokens",
+    "6",
+    "--max-turns",
+    "2",
+    "--lora-rank",
+    "4",
+    "--minibatch-size",
+    "2",
+]
+
+
+def test_two_iterations_on_a_generated_package(
+    tiny_model_dir, tmp_path, capsys
+) -> None:
+    out = tmp_path / "adapters" / "date_time_recovery"
+    code = main(
+        [
+            "train",
+            "--env",
+            PACKAGE,
+            "--model",
+            str(tiny_model_dir),
+            "--out",
+            str(out),
+            "--iterations",
+            "2",
+            "--groups",
+            "1",
+            "--group-size",
+            "2",
+            *FAST,
+        ]
+    )
+    assert code == 0, capsys.readouterr().err
+    assert {
+        "adapter_config.json",
+        "adapter_model.safetensors",
+        "trace.json",
+        "metrics.jsonl",
+        "learning_curve.png",
+    } <= {p.name for p in out.iterdir()}
+    metrics = [
+        json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()
+    ]
+    assert [m["iteration"] for m in metrics] == [1, 2]
+    assert {
+        "reward_mean",
+        "success_rate",
+        "dropped_groups",
+        "tokens_generated",
+        "rollout_seconds",
+        "update_seconds",
+        "loss",
+        "grad_norm",
+        "clip_fraction",
+    } <= set(metrics[0])
+    trace = json.loads((out / "trace.json").read_text())
+    assert (
+        trace["capability"] == "date_time_recovery"
+        and trace["env_id"] == "trace/DateTimeRecovery-v0"
+    )
+    assert trace["example_trajectory"][-1]["content"].endswith("###STOP###")
+    config = json.loads((out / "adapter_config.json").read_text())
+    assert vllm_problems(config) == [] and config["r"] == 4
+    from peft import PeftModel  # plain peft loads it
+
+    base, _ = load_base(str(tiny_model_dir))
+    assert isinstance(PeftModel.from_pretrained(base, out), PeftModel)
+
+
+def _run(model_dir, out, iterations, resume=False, on_iteration=None):
+    register()
+    config = TrainConfig(
+        iterations=iterations,
+        groups=2,
+        group_size=4,
+        max_new_tokens=3,
+        max_turns=1,
+        lora_rank=4,
+        minibatch_size=4,
+        learning_rate=5e-2,
+        seed=3,
+    )
+    base, tokenizer = load_base(str(model_dir))
+    torch.manual_seed(config.seed)
+    model = with_lora(base, config)
+    generator = TransformersGenerator(model, tokenizer)
+    metrics = grpo.train(
+        config,
+        resolve_env(ENV_ID),
+        model,
+        tokenizer,
+        generator,
+        out,
+        resume=resume,
+        on_iteration=on_iteration,
+    )
+    return metrics
+
+
+def test_resume_gives_the_same_adapter_as_an_uninterrupted_run(
+    tiny_model_dir, tmp_path
+) -> None:
+    straight = _run(tiny_model_dir, tmp_path / "a", 2)
+    _run(tiny_model_dir, tmp_path / "b", 1)
+    resumed = _run(tiny_model_dir, tmp_path / "b", 2, resume=True)
+    assert any(m["dropped_groups"] < 1 for m in straight), (
+        "the run must have taken real steps"
+    )
+    weights_a = load_file(
+        tmp_path / "a" / "checkpoint" / "adapter" / "adapter_model.safetensors"
+    )
+    weights_b = load_file(
+        tmp_path / "b" / "checkpoint" / "adapter" / "adapter_model.safetensors"
+    )
+    assert weights_a.keys() == weights_b.keys()
+    for key in weights_a:
+        torch.testing.assert_close(weights_a[key], weights_b[key])
+    assert [m["reward_mean"] for m in straight] == [m["reward_mean"] for m in resumed]
+
+
+def test_equal_reward_groups_never_reach_a_forward_pass(
+    tiny_model_dir, tmp_path, monkeypatch
+) -> None:
+    calls = []
+    original = grpo.token_logprobs
+    monkeypatch.setattr(
+        grpo, "token_logprobs", lambda *a, **k: calls.append(1) or original(*a, **k)
+    )
+    handle = resolve_env(
+        PACKAGE
+    )  # a random tiny model never solves it: every reward is 0
+    config = TrainConfig(
+        iterations=1, groups=1, group_size=2, max_new_tokens=4, max_turns=1, lora_rank=4
+    )
+    base, tokenizer = load_base(str(tiny_model_dir))
+    model = with_lora(base, config)
+    metrics = grpo.train(
+        config,
+        handle,
+        model,
+        tokenizer,
+        TransformersGenerator(model, tokenizer),
+        tmp_path,
+    )
+    assert metrics[0]["dropped_groups"] == 1.0 and calls == []
+
+
+def test_sigterm_stops_after_the_checkpoint(tiny_model_dir, tmp_path) -> None:
+    metrics = _run(
+        tiny_model_dir,
+        tmp_path,
+        5,
+        on_iteration=lambda i, row: os.kill(os.getpid(), signal.SIGTERM),
+    )
+    assert len(metrics) == 1
+    state = json.loads((tmp_path / "checkpoint" / "state.json").read_text())
+    assert state["iteration"] == 1
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_eval_reports_intervals_with_and_without_adapter(
+    tiny_model_dir, tmp_path, capsys
+) -> None:
+    out = tmp_path / "adapter"
+    assert (
+        main(
+            [
+                "train",
+                "--env",
+                PACKAGE,
+                "--model",
+                str(tiny_model_dir),
+                "--out",
+                str(out),
+                "--iterations",
+                "1",
+                "--groups",
+                "1",
+                "--group-size",
+                "2",
+                *FAST,
+            ]
+        )
+        == 0
+    )
+    capsys.readouterr()
+    for extra in ([], ["--adapter", str(out)]):
+        code = main(
+            [
+                "eval",
+                "--env",
+                PACKAGE,
+                "--model",
+                str(tiny_model_dir),
+                "--episodes",
+                "2",
+                "--max-new-tokens",
+                "6",
+                "--max-turns",
+                "2",
+                *extra,
+            ]
+        )
+        assert code == 0
+        report = json.loads(capsys.readouterr().out)
+        assert report["episodes"] == 2 and len(report["success_ci95"]) == 2
+        assert report["seeds"][0] >= 2**30
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (
+            ["train", "--env", "no-such-env", "--model", "MODEL", "--out", "OUT"],
+            "unknown environment",
+        ),
+        (
+            [
+                "train",
+                "--env",
+                PACKAGE,
+                "--model",
+                "/nonexistent/model",
+                "--out",
+                "OUT",
+            ],
+            "--model",
+        ),
+        (
+            [
+                "train",
+                "--env",
+                PACKAGE,
+                "--model",
+                "MODEL",
+                "--out",
+                "OUT",
+                "--group-size",
+                "1",
+            ],
+            "--group-size",
+        ),
+        (
+            [
+                "train",
+                "--env",
+                PACKAGE,
+                "--model",
+                "MODEL",
+                "--out",
+                "OUT",
+                "--lora-target-modules",
+                "nope",
+            ],
+            "not linear layers",
+        ),
+        (
+            ["eval", "--env", PACKAGE, "--model", "MODEL", "--adapter", "OUT"],
+            "adapter_config.json",
+        ),
+        (["train", "--env", PACKAGE, "--model", "MODEL", "--out", "FULL"], "not empty"),
+        (
+            ["train", "--env", PACKAGE, "--model", "MODEL", "--out", "OUT", "--resume"],
+            "no checkpoint",
+        ),
+    ],
+)
+def test_bad_inputs_exit_2_with_the_fix(
+    tiny_model_dir, tmp_path, capsys, arguments, message
+) -> None:
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "notes.txt").write_text("mine")
+    replace = {
+        "MODEL": str(tiny_model_dir),
+        "OUT": str(tmp_path / "out"),
+        "FULL": str(full),
+    }
+    assert main([replace.get(a, a) for a in arguments]) == 2
+    assert message in capsys.readouterr().err
+    assert (full / "notes.txt").read_text() == "mine"

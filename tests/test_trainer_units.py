@@ -1,0 +1,263 @@
+"""GRPO pieces on fixed tensors and scripted generators (no model download)."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import types
+
+import pytest
+import torch
+
+from trainer.chat import ChatFormat
+from trainer.config import EVAL_SEED_BASE, TrainConfig
+from trainer.envs import resolve_env
+from trainer.errors import TrainerError
+from trainer.generation import VLLMGenerator
+from trainer.grpo import confidence_interval, group_advantages, grpo_loss
+from trainer.parsing import parse_tool_calls, to_action
+from trainer.rollout import RolloutLimits, Sample, collect
+from tests.conftest import ROOT
+
+
+def test_loss_equals_a_hand_computation() -> None:
+    logprobs = torch.tensor([[0.0, -1.0, -0.5], [0.0, -2.0, -1.0]])
+    old = torch.tensor([[0.0, -1.2, -0.5], [0.0, -1.0, -1.0]])
+    mask = torch.tensor([[0.0, 1.0, 1.0], [0.0, 1.0, 0.0]])
+    advantages = torch.tensor([1.0, -2.0])
+    loss, stats = grpo_loss(logprobs, old, mask, advantages, clip_epsilon=0.2)
+    r1 = math.exp(
+        0.2
+    )  # trajectory 1, token 1: ratio e^0.2 = 1.221 > 1.2 -> clipped for A > 0
+    first = -(min(r1 * 1.0, 1.2 * 1.0) + min(1.0 * 1.0, 1.0 * 1.0)) / 2
+    r2 = math.exp(
+        -1.0
+    )  # trajectory 2, token 1: ratio 0.368 < 0.8; A < 0 -> min picks clipped
+    second = -(min(r2 * -2.0, 0.8 * -2.0)) / 1
+    assert float(loss) == pytest.approx((first + second) / 2, rel=1e-5)
+    assert stats["clip_fraction"] == pytest.approx(2 / 3)
+
+
+def test_kl_term_is_added_with_beta() -> None:
+    logprobs = torch.tensor([[0.0, -1.0]])
+    mask = torch.tensor([[0.0, 1.0]])
+    advantage = torch.tensor([0.0])
+    loss, _ = grpo_loss(
+        logprobs, logprobs, mask, advantage, 0.2, torch.tensor([[0.0, -1.5]]), 0.1
+    )
+    delta = -0.5
+    assert float(loss) == pytest.approx(0.1 * (math.exp(delta) - delta - 1), rel=1e-5)
+
+
+def test_equal_reward_groups_are_dropped_and_advantages_normalised() -> None:
+    rewards = torch.tensor(
+        [[1.0, 0.0, 1.0, 0.0], [1.0, 1.0, 1.0, 1.0], [0.0, 0.0, 0.0, 0.0]]
+    )
+    advantages, keep = group_advantages(rewards, epsilon=1e-4)
+    assert keep.tolist() == [True, False, False]
+    assert advantages[0].tolist() == pytest.approx(
+        [0.5 / (0.5 + 1e-4), -0.5 / (0.5 + 1e-4)] * 2
+    )
+    assert advantages[1:].abs().sum() == 0
+
+
+def test_tool_calls_are_parsed_from_hermes_and_plain_json() -> None:
+    text, calls = parse_tool_calls(
+        'ok <tool_call>{"name": "f", "arguments": {"a": 1}}</tool_call>'
+    )
+    assert text == "ok" and calls == [{"name": "f", "arguments": {"a": 1}}]
+    assert parse_tool_calls('{"name": "g", "arguments": "{\\"b\\": 2}"}')[1] == [
+        {"name": "g", "arguments": {"b": 2}}
+    ]
+    assert parse_tool_calls("<tool_call>{broken</tool_call>") == (
+        "<tool_call>{broken</tool_call>",
+        [],
+    )
+    action, message = to_action(
+        '<tool_call>{"name": "f", "arguments": {}}</tool_call>', 3
+    )
+    assert (
+        json.loads(action)["tool_calls"][0]["id"] == "call_3_0"
+        and message["role"] == "assistant"
+    )
+    assert to_action("plain reply", 1)[0] == "plain reply"
+
+
+class ScriptedGenerator:
+    """Returns fixed token sequences, turn after turn, and records what it was asked."""
+
+    def __init__(self, tokenizer, replies: list[str]) -> None:
+        self.tokenizer, self.replies, self.calls = tokenizer, replies, 0
+        self.samples: list[list[int]] = []
+
+    def generate(self, prompts, max_new_tokens, temperature):
+        out = []
+        for _ in prompts:
+            ids = self.tokenizer(
+                self.replies[min(self.calls, len(self.replies) - 1)],
+                add_special_tokens=False,
+            )["input_ids"]
+            ids = ids + [self.tokenizer.eos_token_id]
+            self.samples.append(ids)
+            out.append(Sample(ids, [-0.5] * len(ids)))
+        self.calls += 1
+        return out
+
+
+def test_mask_covers_exactly_the_sampled_tokens(tiny_tokenizer) -> None:
+    handle = resolve_env(str(ROOT / "generated_envs" / "date_time_recovery"))
+    generator = ScriptedGenerator(
+        tiny_tokenizer,
+        [
+            '<tool_call>{"name": "get_current_timestamp", "arguments": {}}</tool_call>',
+            "All set.",
+        ],
+    )
+    (episode,) = collect(
+        handle,
+        generator,
+        tiny_tokenizer,
+        [5],
+        1,
+        RolloutLimits(max_turns=5, max_total_tokens=100_000),
+    )
+    assert len(episode.tokens) == len(episode.mask) == len(episode.logprobs)
+    sampled = [t for t, m in zip(episode.tokens, episode.mask, strict=True) if m]
+    assert sampled == [t for sample in generator.samples for t in sample]
+    assert all(
+        lp == 0.0 for lp, m in zip(episode.logprobs, episode.mask, strict=True) if not m
+    )
+    text = tiny_tokenizer.decode(
+        [t for t, m in zip(episode.tokens, episode.mask, strict=True) if not m]
+    )
+    assert "<|im_start|>tool" in text and "All set." not in text
+    assert [m["role"] for m in episode.messages][-4:] == [
+        "assistant",
+        "tool",
+        "assistant",
+        "user",
+    ]
+    assert episode.done and episode.turns == 2 and episode.reward == 0.0
+
+
+def test_environment_crash_costs_one_episode(tiny_tokenizer, monkeypatch) -> None:
+    handle = resolve_env(str(ROOT / "generated_envs" / "date_time_recovery"))
+    original = handle.make
+
+    def flaky(**kwargs):
+        env = original(**kwargs)
+        env.step = lambda action: (_ for _ in ()).throw(RuntimeError("boom"))
+        return env
+
+    monkeypatch.setattr(type(handle), "make", lambda self, **kw: flaky(**kw))
+    episodes = collect(
+        handle,
+        ScriptedGenerator(tiny_tokenizer, ["hi"]),
+        tiny_tokenizer,
+        [1, 2],
+        2,
+        RolloutLimits(),
+    )
+    assert len(episodes) == 4 and all(
+        e.done and e.reward == 0.0 and "boom" in e.error for e in episodes
+    )
+
+
+def test_chat_format_falls_back_when_the_template_has_no_tool_role(
+    tiny_tokenizer,
+) -> None:
+    tiny_tokenizer.chat_template = (
+        "{% for m in messages %}{% if m.role not in ['system', 'user', 'assistant'] %}"
+        "{{ raise_exception('roles must alternate') }}{% endif %}"
+        "<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    )
+    chat = ChatFormat(tiny_tokenizer, [{"type": "function", "function": {"name": "f"}}])
+    assert not chat.native
+    history = [
+        {"role": "system", "content": "S"},
+        {"role": "user", "content": "U"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "c", "function": {"name": "f", "arguments": "{}"}}],
+        },
+    ]
+    text = tiny_tokenizer.decode(
+        chat.continuation(history, [{"role": "tool", "name": "f", "content": "R"}])
+    )
+    assert "Tool result (f): R" in text and text.endswith("<|im_start|>assistant\n")
+    assert '"name": "f"' in chat.render(history[:2], True)
+
+
+def test_vllm_generator_sends_the_adapter_as_a_lora_request(monkeypatch) -> None:
+    sent = {}
+
+    class SamplingParams:
+        def __init__(self, **kwargs):
+            sent["params"] = kwargs
+
+    class LoRARequest:
+        def __init__(self, name, version, path):
+            self.name, self.version, self.path = name, version, path
+
+    vllm = types.ModuleType("vllm")
+    vllm.SamplingParams = SamplingParams
+    lora = types.ModuleType("vllm.lora")
+    request = types.ModuleType("vllm.lora.request")
+    request.LoRARequest = LoRARequest
+    monkeypatch.setitem(sys.modules, "vllm", vllm)
+    monkeypatch.setitem(sys.modules, "vllm.lora", lora)
+    monkeypatch.setitem(sys.modules, "vllm.lora.request", request)
+
+    class Logprob:
+        def __init__(self, value):
+            self.logprob = value
+
+    class Engine:
+        def generate(self, prompts, params, lora_request=None, use_tqdm=False):
+            sent["prompts"], sent["lora"] = prompts, lora_request
+            completion = types.SimpleNamespace(
+                token_ids=[7, 2, 9],
+                logprobs=[{7: Logprob(-0.1)}, {2: Logprob(-0.2)}, {9: Logprob(-0.3)}],
+            )
+            return [types.SimpleNamespace(outputs=[completion]) for _ in prompts]
+
+    generator = VLLMGenerator(Engine(), stops={2})
+    generator.use_adapter("/adapters/x/checkpoint/adapter", 3)
+    (sample,) = generator.generate([[1, 2, 3]], 16, 1.0)
+    assert sample.tokens == [7, 2] and sample.logprobs == [-0.1, -0.2]
+    assert sent["prompts"] == [{"prompt_token_ids": [1, 2, 3]}]
+    assert (sent["lora"].name, sent["lora"].version, sent["lora"].path) == (
+        "trace-policy",
+        3,
+        "/adapters/x/checkpoint/adapter",
+    )
+    assert sent["params"]["logprobs"] == 0 and sent["params"]["max_tokens"] == 16
+
+
+def test_training_and_evaluation_seeds_never_overlap() -> None:
+    config = TrainConfig(groups=7, seed=123)
+    train = {config.train_seed(i, g) for i in range(500) for g in range(7)}
+    assert max(train) < EVAL_SEED_BASE
+
+
+def test_confidence_intervals() -> None:
+    mean, low, high = confidence_interval([1.0] * 8 + [0.0] * 2)
+    assert mean == 0.8 and 0.49 < low < 0.5 and 0.94 < high < 0.95  # Wilson 95%
+    assert confidence_interval([0.5, 0.7, 0.9])[0] == pytest.approx(0.7)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"group_size": 1}, "group-size"),
+        ({"temperature": 0}, "temperature"),
+        ({"backend": "jax"}, "backend"),
+        ({"max_total_tokens": 10, "max_new_tokens": 20}, "max-total-tokens"),
+    ],
+)
+def test_bad_configs_are_refused(change, message) -> None:
+    with pytest.raises(TrainerError, match=message):
+        TrainConfig(**change)

@@ -1,0 +1,134 @@
+"""Prompts from the model's own chat template, and the tokens of each new turn.
+
+A conversation is kept as token ids: the sampled tokens of every assistant turn
+exactly as generated, and between them the template's rendering of the tool and
+user messages that followed (the suffix of the rendered conversation after the
+assistant's end-of-turn marker). Templates without a tool role (e.g. Gemma's) get
+tool results as user turns and the tool schemas in the system prompt.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from trainer.errors import TrainerError
+
+TOOL_INSTRUCTIONS = (
+    "\n\n# Tools\nYou may call these tools. To call one, answer with "
+    '<tool_call>{"name": <tool name>, "arguments": <JSON object>}</tool_call>\n'
+)
+
+
+def _as_text_message(message: dict[str, Any]) -> dict[str, Any]:
+    """A tool-role or tool-calling message rewritten as plain chat text."""
+    if message["role"] == "tool":
+        name = message.get("name") or "tool"
+        return {
+            "role": "user",
+            "content": f"Tool result ({name}): {message.get('content', '')}",
+        }
+    if message["role"] == "assistant" and message.get("tool_calls"):
+        calls = "".join(
+            "<tool_call>"
+            + json.dumps(
+                {
+                    "name": c["function"]["name"],
+                    "arguments": json.loads(c["function"]["arguments"] or "{}"),
+                }
+            )
+            + "</tool_call>"
+            for c in message["tool_calls"]
+        )
+        return {"role": "assistant", "content": (message.get("content") or "") + calls}
+    return {"role": message["role"], "content": message.get("content") or ""}
+
+
+def _merged(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Consecutive messages of one role joined (templates that need alternation)."""
+    merged: list[dict[str, Any]] = []
+    for message in messages:
+        if merged and merged[-1]["role"] == message["role"]:
+            merged[-1] = {
+                **merged[-1],
+                "content": merged[-1]["content"] + "\n\n" + message["content"],
+            }
+        else:
+            merged.append(dict(message))
+    return merged
+
+
+class ChatFormat:
+    """Renders conversations with a tokenizer's chat template, natively or by fallback."""
+
+    def __init__(self, tokenizer: Any, tools: list[dict[str, Any]]) -> None:
+        if getattr(tokenizer, "chat_template", None) is None:
+            raise TrainerError(
+                "the tokenizer has no chat template; use an instruct/chat model"
+            )
+        self.tokenizer = tokenizer
+        self.tools = tools
+        self.end_marker = tokenizer.decode([tokenizer.eos_token_id])
+        probe = [
+            {"role": "user", "content": "x"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "c",
+                        "type": "function",
+                        "function": {"name": "f", "arguments": "{}"},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "c", "name": "f", "content": "y"},
+        ]
+        try:
+            rendered = self._template(probe, tools, True)
+            self.native = "y" in rendered and "f" in rendered
+        except Exception:  # noqa: BLE001 - any template error means: use the fallback
+            self.native = False
+
+    def _template(
+        self, messages: list[dict[str, Any]], tools: Any, generation: bool
+    ) -> str:
+        return self.tokenizer.apply_chat_template(
+            messages, tools=tools, tokenize=False, add_generation_prompt=generation
+        )
+
+    def render(self, messages: list[dict[str, Any]], generation: bool) -> str:
+        """The conversation as the template renders it (with the generation prompt)."""
+        if self.native:
+            return self._template(messages, self.tools, generation)
+        plain = [_as_text_message(m) for m in messages]
+        if plain and plain[0]["role"] == "system":
+            plain[0]["content"] += TOOL_INSTRUCTIONS + "\n".join(
+                json.dumps(t) for t in self.tools
+            )
+        return self._template(_merged(plain), None, generation)
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def prompt(self, messages: list[dict[str, Any]]) -> list[int]:
+        """Token ids of the opening messages plus the generation prompt."""
+        return self.encode(self.render(messages, True))
+
+    def continuation(
+        self, history: list[dict[str, Any]], new: list[dict[str, Any]]
+    ) -> list[int]:
+        """Tokens after the last assistant turn's end marker: `new` messages + generation prompt.
+
+        `history` ends with that assistant message.
+        """
+        before = self.render(history, False)
+        after = self.render(history + new, True)
+        cut = before.rfind(self.end_marker)
+        if cut < 0 or not after.startswith(before[: cut + len(self.end_marker)]):
+            raise TrainerError(
+                "the chat template re-renders earlier turns differently as the conversation "
+                "grows, so turns cannot be concatenated token by token; use a model whose "
+                "template is prefix-stable (Qwen, Llama, Gemma and most chat models are)"
+            )
+        return self.encode(after[cut + len(self.end_marker) :])

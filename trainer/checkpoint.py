@@ -1,0 +1,116 @@
+"""Checkpoints: adapter, optimizer, RNG states, iteration and metrics, swapped in atomically.
+
+A checkpoint is written to a temporary folder and renamed into place, so a run
+killed at any moment keeps its previous checkpoint and loses at most the
+iteration it was in.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from trainer.config import TrainConfig
+from trainer.errors import TrainerError
+
+# Settings a resumed run may change (to extend a run, or to run with other hardware).
+RESUMABLE_CHANGES = {"iterations", "generation_batch_size", "backend"}
+
+
+def _folder(out: Path) -> Path:
+    return out / "checkpoint"
+
+
+def adapter_dir(out: Path) -> Path:
+    """Where the latest checkpoint's adapter lives (vLLM loads it as a LoRARequest)."""
+    return _folder(out) / "adapter"
+
+
+def _atomic_text(path: Path, text: str) -> None:
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(text, encoding="utf-8")
+    temporary.replace(path)
+
+
+def save(
+    out: Path,
+    iteration: int,
+    model: Any,
+    optimizer: torch.optim.Optimizer,
+    rng: random.Random,
+    config: TrainConfig,
+    metrics: list[dict[str, Any]],
+) -> None:
+    """Write the checkpoint of a finished iteration and the metrics so far."""
+    out.mkdir(parents=True, exist_ok=True)
+    staging = out / ".checkpoint.tmp"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    model.save_pretrained(staging / "adapter")
+    torch.save(optimizer.state_dict(), staging / "optimizer.pt")
+    torch.save(
+        {"torch": torch.get_rng_state(), "python": rng.getstate()}, staging / "rng.pt"
+    )
+    (staging / "state.json").write_text(
+        json.dumps({"iteration": iteration, "config": config.as_dict()}, indent=2)
+    )
+    _atomic_text(
+        out / "metrics.jsonl", "".join(json.dumps(row) + "\n" for row in metrics)
+    )
+    retired = out / ".checkpoint.old"
+    shutil.rmtree(retired, ignore_errors=True)
+    if _folder(out).exists():
+        _folder(out).rename(retired)
+    staging.rename(_folder(out))
+    shutil.rmtree(retired, ignore_errors=True)
+
+
+def load(
+    out: Path,
+    model: Any,
+    optimizer: torch.optim.Optimizer,
+    rng: random.Random,
+    config: TrainConfig,
+) -> tuple[int, list[dict[str, Any]]]:
+    """Restore the latest checkpoint; return the iteration reached and its metrics."""
+    from peft import set_peft_model_state_dict
+    from safetensors.torch import load_file
+
+    folder = _folder(out) if _folder(out).exists() else out / ".checkpoint.old"
+    if not (folder / "state.json").is_file():
+        raise TrainerError(f"--resume: no checkpoint in {out}; start without --resume")
+    state = json.loads((folder / "state.json").read_text())
+    saved, now = state["config"], json.loads(json.dumps(config.as_dict()))
+    changed = sorted(
+        k for k in now if k not in RESUMABLE_CHANGES and saved.get(k) != now[k]
+    )
+    if changed:
+        raise TrainerError(
+            f"--resume: the checkpoint in {out} was trained with other settings ({', '.join(changed)}); "
+            "resume with the same settings or start a new --out"
+        )
+    set_peft_model_state_dict(
+        model, load_file(folder / "adapter" / "adapter_model.safetensors")
+    )
+    optimizer.load_state_dict(torch.load(folder / "optimizer.pt"))
+    states = torch.load(folder / "rng.pt", weights_only=False)
+    torch.set_rng_state(states["torch"])
+    rng.setstate(states["python"])
+    lines = (
+        (out / "metrics.jsonl").read_text().splitlines()
+        if (out / "metrics.jsonl").exists()
+        else []
+    )
+    return state["iteration"], [json.loads(line) for line in lines][
+        : state["iteration"]
+    ]
+
+
+def remember_example(out: Path, messages: list[dict[str, Any]]) -> None:
+    """Keep one successful trajectory of the run (the router shows it as an example)."""
+    _atomic_text(out / "example_trajectory.json", json.dumps(messages, indent=1))

@@ -1,0 +1,219 @@
+"""The `trainer` command: `train` a LoRA adapter with GRPO, `eval` a model or adapter.
+
+trainer train --env ENV --model MODEL --out adapters/<cap> [--iterations N] ...
+trainer eval  --env ENV --model MODEL [--adapter DIR] [--episodes N]
+torchrun --nproc_per_node N -m trainer train ...      (data parallel)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from dataclasses import fields
+from pathlib import Path
+
+from trainer.config import EVAL_SEED_BASE, TrainConfig
+from trainer.errors import TrainerError
+
+DEFAULTS = TrainConfig()
+
+
+def _config(arguments: argparse.Namespace) -> TrainConfig:
+    values = {
+        f.name: getattr(arguments, f.name)
+        for f in fields(TrainConfig)
+        if hasattr(arguments, f.name)
+    }
+    if isinstance(values.get("lora_target_modules"), str):
+        values["lora_target_modules"] = tuple(values["lora_target_modules"].split(","))
+    return TrainConfig(**values)
+
+
+def _generator(
+    backend: str, model: object, tokenizer: object, config: TrainConfig, base: str
+) -> object:
+    from trainer.generation import TransformersGenerator, VLLMGenerator
+
+    if backend == "transformers":
+        return TransformersGenerator(model, tokenizer, config.generation_batch_size)
+    try:
+        from vllm import LLM
+    except ImportError:
+        raise TrainerError(
+            "--backend vllm needs `pip install trace-factory[vllm]` on a GPU machine"
+        ) from None
+    engine = LLM(model=base, enable_lora=True, max_lora_rank=max(16, config.lora_rank))
+    return VLLMGenerator(engine, {tokenizer.eos_token_id})  # type: ignore[attr-defined]
+
+
+def _train(arguments: argparse.Namespace) -> int:
+    from trainer import distributed
+    from trainer.envs import resolve_env
+    from trainer.export import export_adapter
+    from trainer.grpo import train
+    from trainer.models import load_base, with_lora
+    from trainer.plots import plot_learning_curve
+
+    config = _config(arguments)
+    handle = resolve_env(arguments.env)
+    out = Path(arguments.out)
+    if (
+        out.exists()
+        and any(out.iterdir())
+        and not arguments.resume
+        and not arguments.force
+    ):
+        raise TrainerError(
+            f"--out {out} is not empty; pass --resume to continue or --force to start over"
+        )
+    distributed.init()
+    base, tokenizer = load_base(arguments.model)
+    model = with_lora(base, config)
+    generator = _generator(config.backend, model, tokenizer, config, arguments.model)
+    metrics = train(
+        config, handle, model, tokenizer, generator, out, resume=arguments.resume
+    )
+    if distributed.rank() == 0:
+        export_adapter(
+            out,
+            model,
+            handle,
+            arguments.model,
+            config.as_dict(),
+            metrics,
+            config.train_seed(0, 0),
+        )
+        if metrics:
+            plot_learning_curve(metrics, out / "learning_curve.png")
+        print(
+            f"adapter written to {out} ({len(metrics)} iterations); metrics in {out / 'metrics.jsonl'}"
+        )
+    return 0
+
+
+def _eval(arguments: argparse.Namespace) -> int:
+    from trainer.envs import resolve_env
+    from trainer.generation import TransformersGenerator
+    from trainer.grpo import evaluate
+    from trainer.models import load_adapter, load_base
+    from trainer.rollout import RolloutLimits
+
+    handle = resolve_env(arguments.env)
+    model, tokenizer = load_base(arguments.model)
+    if arguments.adapter:
+        model = load_adapter(model, arguments.adapter)
+    if arguments.episodes < 1:
+        raise TrainerError("--episodes must be at least 1")
+    limits = RolloutLimits(
+        arguments.max_turns,
+        arguments.max_new_tokens,
+        arguments.max_total_tokens,
+        arguments.temperature,
+    )
+    report = evaluate(
+        handle,
+        TransformersGenerator(model, tokenizer),
+        tokenizer,
+        arguments.episodes,
+        limits,
+        EVAL_SEED_BASE,
+    )
+    report.update(
+        {"env": handle.env_id, "model": arguments.model, "adapter": arguments.adapter}
+    )
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--env",
+        required=True,
+        help="gymnasium id, installed package, or generated_envs/<cap>",
+    )
+    parser.add_argument(
+        "--model", required=True, help="local folder, .gguf file, or Hugging Face id"
+    )
+    parser.add_argument("--max-new-tokens", type=int, default=DEFAULTS.max_new_tokens)
+    parser.add_argument("--max-turns", type=int, default=DEFAULTS.max_turns)
+    parser.add_argument(
+        "--max-total-tokens", type=int, default=DEFAULTS.max_total_tokens
+    )
+    parser.add_argument("--temperature", type=float, default=DEFAULTS.temperature)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="trainer", description="LoRA-GRPO on TRACE environments."
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    train = commands.add_parser("train", help="train one LoRA adapter with GRPO")
+    _common(train)
+    train.add_argument(
+        "--out", required=True, help="adapter folder, e.g. adapters/<cap>"
+    )
+    train.add_argument("--iterations", type=int, default=DEFAULTS.iterations)
+    train.add_argument(
+        "--groups", type=int, default=DEFAULTS.groups, help="G seeds per iteration"
+    )
+    train.add_argument(
+        "--group-size",
+        type=int,
+        default=DEFAULTS.group_size,
+        help="K episodes per seed",
+    )
+    train.add_argument("--learning-rate", type=float, default=DEFAULTS.learning_rate)
+    train.add_argument("--clip-epsilon", type=float, default=DEFAULTS.clip_epsilon)
+    train.add_argument("--kl-beta", type=float, default=DEFAULTS.kl_beta)
+    train.add_argument("--max-grad-norm", type=float, default=DEFAULTS.max_grad_norm)
+    train.add_argument("--minibatch-size", type=int, default=DEFAULTS.minibatch_size)
+    train.add_argument("--epochs", type=int, default=DEFAULTS.epochs)
+    train.add_argument("--lora-rank", type=int, default=DEFAULTS.lora_rank)
+    train.add_argument("--lora-alpha", type=int, default=DEFAULTS.lora_alpha)
+    train.add_argument("--lora-dropout", type=float, default=DEFAULTS.lora_dropout)
+    train.add_argument(
+        "--lora-target-modules", default=",".join(DEFAULTS.lora_target_modules)
+    )
+    train.add_argument(
+        "--generation-batch-size", type=int, default=DEFAULTS.generation_batch_size
+    )
+    train.add_argument("--seed", type=int, default=DEFAULTS.seed)
+    train.add_argument(
+        "--backend", choices=["transformers", "vllm"], default=DEFAULTS.backend
+    )
+    train.add_argument(
+        "--resume", action="store_true", help="continue from the checkpoint in --out"
+    )
+    train.add_argument(
+        "--force", action="store_true", help="start over in a non-empty --out"
+    )
+    train.set_defaults(run=_train)
+    evaluate = commands.add_parser(
+        "eval", help="success rate and reward with 95%% intervals"
+    )
+    _common(evaluate)
+    evaluate.add_argument(
+        "--adapter", default=None, help="adapter folder (default: the base model)"
+    )
+    evaluate.add_argument("--episodes", type=int, default=50)
+    evaluate.set_defaults(run=_eval)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: bad input exits 2 with a message naming the fix."""
+    logging.basicConfig(
+        level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
+    arguments = build_parser().parse_args(argv)
+    try:
+        return arguments.run(arguments)
+    except TrainerError as exc:
+        print(f"trainer: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,58 @@
+"""Data parallel over torchrun ranks: groups are sharded, gradients all-reduced.
+
+`torchrun --nproc_per_node N -m trainer train ...` sets RANK and WORLD_SIZE; each
+rank rolls out its share of the groups, every rank takes the same number of
+optimizer steps (ranks with fewer minibatches contribute zero gradients), and
+rank 0 writes checkpoints and metrics. With one process everything is a no-op.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+import torch
+import torch.distributed as dist
+
+
+def world_size() -> int:
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def rank() -> int:
+    return int(os.environ.get("RANK", "0"))
+
+
+def init() -> None:
+    """Join the process group torchrun set up (gloo on CPU, nccl on GPUs)."""
+    if world_size() > 1 and not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if torch.cuda.is_available() else "gloo")
+
+
+def average_gradients(parameters: Iterable[torch.nn.Parameter]) -> None:
+    """All-reduce and average the gradients of the trainable parameters."""
+    if world_size() == 1:
+        return
+    for parameter in parameters:
+        if parameter.grad is None:
+            parameter.grad = torch.zeros_like(parameter)
+        dist.all_reduce(parameter.grad)
+        parameter.grad /= world_size()
+
+
+def max_over_ranks(value: int) -> int:
+    """The largest `value` of any rank (so all ranks take the same number of steps)."""
+    if world_size() == 1:
+        return value
+    tensor = torch.tensor([value], dtype=torch.long)
+    dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+    return int(tensor.item())
+
+
+def mean_over_ranks(values: dict[str, float]) -> dict[str, float]:
+    """Per-rank metrics averaged over ranks."""
+    if world_size() == 1:
+        return values
+    tensor = torch.tensor(list(values.values()), dtype=torch.float64)
+    dist.all_reduce(tensor)
+    return dict(zip(values, (tensor / world_size()).tolist(), strict=True))
