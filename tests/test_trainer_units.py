@@ -10,6 +10,7 @@ import types
 import pytest
 import torch
 
+from tests.conftest import ROOT
 from trainer.chat import ChatFormat
 from trainer.config import EVAL_SEED_BASE, TrainConfig
 from trainer.envs import resolve_env
@@ -18,7 +19,6 @@ from trainer.generation import VLLMGenerator
 from trainer.grpo import confidence_interval, group_advantages, grpo_loss
 from trainer.parsing import parse_tool_calls, to_action
 from trainer.rollout import RolloutLimits, Sample, collect
-from tests.conftest import ROOT
 
 
 def test_loss_equals_a_hand_computation() -> None:
