@@ -11,7 +11,6 @@ import torch
 from safetensors.torch import load_file
 
 from tests.conftest import ROOT
-from tests.trainer_fixtures import ENV_ID, register
 from trainer import grpo
 from trainer.cli import main
 from trainer.config import TrainConfig
@@ -19,6 +18,7 @@ from trainer.envs import resolve_env
 from trainer.export import vllm_problems
 from trainer.generation import TransformersGenerator
 from trainer.models import load_base, with_lora
+from trainer.tiny import TASK_ID, register_task
 
 PACKAGE = str(ROOT / "generated_envs" / "date_time_recovery")
 FAST = [
@@ -93,7 +93,7 @@ def test_two_iterations_on_a_generated_package(
 
 
 def _run(model_dir, out, iterations, resume=False, on_iteration=None):
-    register()
+    register_task()
     config = TrainConfig(
         iterations=iterations,
         groups=2,
@@ -111,7 +111,7 @@ def _run(model_dir, out, iterations, resume=False, on_iteration=None):
     generator = TransformersGenerator(model, tokenizer)
     metrics = grpo.train(
         config,
-        resolve_env(ENV_ID),
+        resolve_env(TASK_ID),
         model,
         tokenizer,
         generator,

@@ -1,12 +1,19 @@
-"""A tiny randomly initialised chat model and byte-level tokenizer, built in seconds.
+"""A tiny random chat model and a one-turn task, for tests and benchmarks.
 
-Tests and the TRL comparison benchmark use it: it runs the real transformers +
-peft code paths (chat template with tools, generation, LoRA) with no download.
+The model (Qwen2 architecture, byte-level tokenizer, a chat template with tools)
+runs the real transformers + peft code paths with no download; the task rewards
+a reply by its first letter, so a random policy gets varied rewards.
 """
 
 from __future__ import annotations
 
+import json
+import string
 from pathlib import Path
+from typing import Any
+
+import gymnasium
+from gymnasium import spaces
 
 CHAT_TEMPLATE = (
     "{% if tools %}<|im_start|>system\n"
@@ -75,3 +82,48 @@ def build_tiny_model(
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+TASK_ID = "trace-test/FirstLetter-v0"
+
+
+def first_letter_reward(text: str) -> float:
+    """1.0 when the reply starts with a letter from a to m."""
+    text = text.strip().lower()
+    return float(bool(text) and text[0] in "abcdefghijklm")
+
+
+class FirstLetterEnv(gymnasium.Env[str, str]):
+    """One turn: reward 1 when the reply starts with a letter from a to m."""
+
+    def __init__(self, max_turns: int = 1) -> None:
+        self.observation_space = spaces.Text(
+            10_000, charset=string.printable, min_length=0
+        )
+        self.action_space = spaces.Text(10_000, charset=string.printable, min_length=0)
+        self.max_turns = max_turns
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        super().reset(seed=seed)
+        messages = [
+            {"role": "system", "content": "Reply."},
+            {"role": "user", "content": f"Task {seed}"},
+        ]
+        return json.dumps(messages), {
+            "tools": [],
+            "messages": messages,
+            "task_id": str(seed),
+        }
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        reward = first_letter_reward(action)
+        observation = json.dumps([{"role": "user", "content": "###STOP###"}])
+        return observation, reward, True, False, {"success": reward == 1.0}
+
+
+def register_task() -> None:
+    """Register the one-turn task's gymnasium id (once)."""
+    if TASK_ID not in gymnasium.registry:
+        gymnasium.register(TASK_ID, entry_point=FirstLetterEnv)
