@@ -261,3 +261,26 @@ def test_confidence_intervals() -> None:
 def test_bad_configs_are_refused(change, message) -> None:
     with pytest.raises(TrainerError, match=message):
         TrainConfig(**change)
+
+
+def test_base_models_need_and_accept_a_chat_template(tiny_model_dir, tmp_path) -> None:
+    import shutil
+
+    from trainer.models import load_base
+
+    bare = tmp_path / "bare"
+    shutil.copytree(tiny_model_dir, bare)
+    config = json.loads((bare / "tokenizer_config.json").read_text())
+    config.pop("chat_template", None)
+    (bare / "tokenizer_config.json").write_text(json.dumps(config))
+    (bare / "chat_template.jinja").unlink(missing_ok=True)
+    with pytest.raises(TrainerError, match="--chat-template"):
+        load_base(str(bare))
+    _, tokenizer = load_base(str(bare), chat_template="chatml")
+    chat = ChatFormat(tokenizer, [{"type": "function", "function": {"name": "f"}}])
+    assert not chat.native and tokenizer.eos_token == "<|im_end|>"
+    assert chat.render([{"role": "user", "content": "hi"}], True).endswith(
+        "<|im_start|>assistant\n"
+    )
+    with pytest.raises(TrainerError, match="neither a built-in"):
+        load_base(str(bare), chat_template="no-such-template")

@@ -69,7 +69,7 @@ def _train(arguments: argparse.Namespace) -> int:
             f"--out {out} is not empty; pass --resume to continue or --force to start over"
         )
     distributed.init()
-    base, tokenizer = load_base(arguments.model)
+    base, tokenizer = load_base(arguments.model, chat_template=arguments.chat_template)
     model = with_lora(base, config)
     generator = _generator(config.backend, model, tokenizer, config, arguments.model)
     metrics = train(
@@ -101,7 +101,7 @@ def _eval(arguments: argparse.Namespace) -> int:
     from trainer.rollout import RolloutLimits
 
     handle = resolve_env(arguments.env)
-    model, tokenizer = load_base(arguments.model)
+    model, tokenizer = load_base(arguments.model, chat_template=arguments.chat_template)
     if arguments.adapter:
         model = load_adapter(model, arguments.adapter)
     if arguments.episodes < 1:
@@ -142,6 +142,11 @@ def _common(parser: argparse.ArgumentParser) -> None:
         "--max-total-tokens", type=int, default=DEFAULTS.max_total_tokens
     )
     parser.add_argument("--temperature", type=float, default=DEFAULTS.temperature)
+    parser.add_argument(
+        "--chat-template",
+        default=None,
+        help="for base models: gemma, chatml or a jinja file",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -10,6 +10,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
+from trainer.chat_templates import apply_chat_template
 from trainer.config import TrainConfig
 from trainer.errors import TrainerError
 
@@ -27,6 +28,12 @@ def _from_gguf(path: Path) -> Path:
     if not (folder / "config.json").is_file():
         model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name)
         tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+        # The weights are dequantised on load; drop the GGUF quantizer so they save as
+        # plain safetensors.
+        model.hf_quantizer = None
+        model.is_quantized = False
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
         staging = folder.with_name(folder.name + ".tmp")
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
@@ -34,8 +41,13 @@ def _from_gguf(path: Path) -> Path:
     return folder
 
 
-def load_base(model: str, device: str | None = None) -> tuple[Any, Any]:
-    """(model, tokenizer) in float32 on `device` (default: cuda if available)."""
+def load_base(
+    model: str, device: str | None = None, chat_template: str | None = None
+) -> tuple[Any, Any]:
+    """(model, tokenizer) in float32 on `device` (default: cuda if available).
+
+    `chat_template` (a built-in name or a jinja file) is for base models without one.
+    """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -61,6 +73,15 @@ def load_base(model: str, device: str | None = None) -> tuple[Any, Any]:
             f"--model: cannot load '{model}' ({str(exc).splitlines()[0]}); give a local folder "
             "or a Hugging Face id this machine can download"
         ) from None
+    if chat_template is not None:
+        apply_chat_template(tokenizer, chat_template)
+        if len(tokenizer) > base.get_input_embeddings().num_embeddings:
+            base.resize_token_embeddings(len(tokenizer))
+    if getattr(tokenizer, "chat_template", None) is None:
+        raise TrainerError(
+            f"--model: {model} has no chat template (a base model?); pass --chat-template "
+            "gemma, chatml or a jinja file"
+        )
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
