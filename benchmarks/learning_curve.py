@@ -36,6 +36,9 @@ def main() -> None:
     parser.add_argument(
         "--model", default=None, help="default: Gemma 3 270M (GGUF from PyPI)"
     )
+    parser.add_argument(
+        "--chat-template", default="gemma", help="the base model has none"
+    )
     parser.add_argument("--out", type=Path, default=Path("adapters/learning_curve"))
     parser.add_argument("--iterations", type=int, default=20)
     parser.add_argument("--groups", type=int, default=2)

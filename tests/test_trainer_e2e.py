@@ -21,6 +21,28 @@ from trainer.models import load_base, with_lora
 from trainer.tiny import TASK_ID, register_task
 
 PACKAGE = str(ROOT / "generated_envs" / "date_time_recovery")
+
+
+def train_command(model_dir, out, iterations: int) -> list[str]:
+    """`trainer train` on the generated package with small, fast settings."""
+    return [
+        "train",
+        "--env",
+        PACKAGE,
+        "--model",
+        str(model_dir),
+        "--out",
+        str(out),
+        "--iterations",
+        str(iterations),
+        "--groups",
+        "1",
+        "--group-size",
+        "2",
+        *FAST,
+    ]
+
+
 FAST = [
     "--max-new-tokens",
     "6",
@@ -37,24 +59,7 @@ def test_two_iterations_on_a_generated_package(
     tiny_model_dir, tmp_path, capsys
 ) -> None:
     out = tmp_path / "adapters" / "date_time_recovery"
-    code = main(
-        [
-            "train",
-            "--env",
-            PACKAGE,
-            "--model",
-            str(tiny_model_dir),
-            "--out",
-            str(out),
-            "--iterations",
-            "2",
-            "--groups",
-            "1",
-            "--group-size",
-            "2",
-            *FAST,
-        ]
-    )
+    code = main(train_command(tiny_model_dir, out, 2))
     assert code == 0, capsys.readouterr().err
     assert {
         "adapter_config.json",
@@ -187,27 +192,7 @@ def test_eval_reports_intervals_with_and_without_adapter(
     tiny_model_dir, tmp_path, capsys
 ) -> None:
     out = tmp_path / "adapter"
-    assert (
-        main(
-            [
-                "train",
-                "--env",
-                PACKAGE,
-                "--model",
-                str(tiny_model_dir),
-                "--out",
-                str(out),
-                "--iterations",
-                "1",
-                "--groups",
-                "1",
-                "--group-size",
-                "2",
-                *FAST,
-            ]
-        )
-        == 0
-    )
+    assert main(train_command(tiny_model_dir, out, 1)) == 0
     capsys.readouterr()
     for extra in ([], ["--adapter", str(out)]):
         code = main(
