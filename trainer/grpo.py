@@ -311,7 +311,7 @@ def train(
                         "mean_turns": float(np.mean([e.turns for e in episodes])),
                     }
                 ),
-                **stats,
+                **distributed.mean_over_ranks(stats),
                 "rollout_seconds": rollout_seconds,
                 "update_seconds": time.perf_counter() - began,
             }
