@@ -23,7 +23,7 @@ from factory.analyze.importers import import_paths
 from factory.analyze.labels import Capability, Judgement, Label
 from factory.analyze.records import Trajectory, write_jsonl
 from factory.analyze.specs import build_spec
-from factory.analyze.statistics import Selection, bootstrap, majority, select
+from factory.analyze.statistics import Labelled, Selection, bootstrap, majority, select
 from factory.catalog.kits import load_kits
 from factory.errors import FactoryError
 
@@ -111,43 +111,54 @@ def label_all(
     ]
 
 
+def _labelled(run: LabelRun, success: list[bool]) -> Labelled:
+    """(labels by capability, success) per trajectory, as the statistics take them."""
+    return [
+        ({name: judgement.label for name, judgement in row.items()}, passed)
+        for row, passed in zip(run, success, strict=True)
+    ]
+
+
+def _merge_runs(label_runs: list[LabelRun]) -> LabelRun:
+    """Per trajectory and capability: the majority label, with a reason given for it."""
+    plain = [
+        [{n: j.label for n, j in row.items()} for row in run] for run in label_runs
+    ]
+    merged = majority(plain)
+    return [
+        {
+            name: next(
+                run[i][name] for run in label_runs if run[i][name].label is label
+            )
+            for name, label in row.items()
+        }
+        for i, row in enumerate(merged)
+    ]
+
+
 def analyze(
     trajectories: list[Trajectory],
     settings: AnalysisSettings,
     capabilities: list[Capability] | None = None,
     label_runs: list[LabelRun] | None = None,
 ) -> Analysis:
-    """Label (unless runs are given), then select capabilities as in the paper."""
+    """Label (offline, unless LLM runs are given), then select capabilities as in the paper."""
     settings.check()
     capabilities = capabilities or builtin_dictionary()
-    names = [c.name for c in capabilities]
     success = [t.success for t in trajectories]
     if label_runs is None:
         labels = label_all(trajectories, capabilities)
-        full = [
-            ({n: j.label for n, j in row.items()}, s)
-            for row, s in zip(labels, success, strict=True)
-        ]
-        runs = bootstrap(full, settings.runs, settings.seed)
+        runs = bootstrap(_labelled(labels, success), settings.runs, settings.seed)
     else:
-        plain = [
-            [{n: j.label for n, j in row.items()} for row in run] for run in label_runs
-        ]
-        merged = majority(plain)
-        labels = [
-            {
-                n: next(
-                    (run[i][n] for run in label_runs if run[i][n].label == lab),
-                    Judgement(lab),
-                )
-                for n, lab in row.items()
-            }
-            for i, row in enumerate(merged)
-        ]
-        full = list(zip(merged, success, strict=True))
-        runs = [list(zip(run, success, strict=True)) for run in plain]
+        labels = _merge_runs(label_runs)
+        runs = [_labelled(run, success) for run in label_runs]
     selections = select(
-        full, runs, names, settings.rho, settings.delta, settings.min_runs
+        _labelled(labels, success),
+        runs,
+        [c.name for c in capabilities],
+        settings.rho,
+        settings.delta,
+        settings.min_runs,
     )
     return Analysis(list(trajectories), list(capabilities), labels, selections, [])
 
