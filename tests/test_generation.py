@@ -40,7 +40,11 @@ def test_committed_packages_are_exactly_what_the_factory_renders(path):
     on_disk = {
         str(p.relative_to(package_dir)): p.read_text(encoding="utf-8")
         for p in package_dir.rglob("*")
-        if p.is_file() and "__pycache__" not in p.parts
+        if p.is_file()
+        and not any(
+            part.startswith((".", "__pycache__"))
+            for part in p.relative_to(package_dir).parts
+        )
     }
     assert on_disk == files, "regenerate with: factory generate SPEC --force"
 
