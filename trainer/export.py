@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
 from trainer.envs import EnvHandle
+
+log = logging.getLogger("trainer.export")
 
 
 def vllm_problems(adapter_config: dict[str, Any], max_lora_rank: int = 64) -> list[str]:
@@ -50,6 +53,9 @@ def export_adapter(
 ) -> Path:
     """Write adapter_config.json, adapter_model.safetensors and trace.json into `out`."""
     model.save_pretrained(out)
+    config_path = out / "adapter_config.json"
+    for problem in vllm_problems(json.loads(config_path.read_text(encoding="utf-8"))):
+        log.warning("vLLM will not load %s as is: %s", out, problem)
     trace = {
         "capability": handle.capability.get("name"),
         "title": handle.capability.get("title"),

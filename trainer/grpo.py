@@ -15,7 +15,6 @@ The whole algorithm is in this file, CleanRL style:
 
 from __future__ import annotations
 
-import json
 import math
 import random
 import signal
@@ -374,10 +373,3 @@ def evaluate(
         ),
         "seeds": [seeds[0], seeds[-1]],
     }
-
-
-def dump_metrics(path: Path, metrics: list[dict[str, Any]]) -> None:
-    """Metrics as JSONL, one line per iteration."""
-    path.write_text(
-        "".join(json.dumps(row) + "\n" for row in metrics), encoding="utf-8"
-    )

@@ -31,10 +31,6 @@ class Kit:
     def world_template(self) -> str:
         return f"kits/{self.id}/world.py.j2"
 
-    @property
-    def tool_names(self) -> list[str]:
-        return [tool["function"]["name"] for tool in self.tools]
-
 
 @cache
 def load_kits() -> dict[str, Kit]:
