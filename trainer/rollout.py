@@ -143,7 +143,9 @@ def _advance(
         _finish(episode, reward, info)
         return
     closing = [] if sample.tokens and sample.tokens[-1] == eos else [eos]
-    following = closing + chat.continuation(episode.messages[: -len(new)], new)
+    following = closing + chat.continuation(
+        episode.messages[: len(episode.messages) - len(new)], new
+    )
     if (
         len(episode.tokens) + len(following) + limits.max_new_tokens
         > limits.max_total_tokens
