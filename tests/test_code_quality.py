@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import subprocess
 
-from ruff.__main__ import find_ruff_bin
-
 from factory.generate.format import ISORT_OPTIONS, RUFF_OPTIONS
+from factory.ruff_runner import run_ruff
 from tests.conftest import ROOT
 
 # Line length is the formatter's job (long strings such as tool descriptions stay).
@@ -14,9 +13,7 @@ LINT_RULES = ["--select", "E,F,W,I,UP,B", "--ignore", "E501"]
 
 
 def ruff(*arguments: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(find_ruff_bin()), *arguments], cwd=ROOT, capture_output=True, text=True
-    )
+    return run_ruff(*arguments, cwd=ROOT)
 
 
 def test_generated_packages_pass_the_linter() -> None:

@@ -8,13 +8,11 @@ ruff is pinned in pyproject.toml so the same spec gives byte-identical files.
 
 from __future__ import annotations
 
-import subprocess
 import tempfile
 from pathlib import Path
 
-from ruff.__main__ import find_ruff_bin
-
 from factory.errors import FactoryError
+from factory.ruff_runner import run_ruff
 
 RUFF_OPTIONS = ["--isolated", "--line-length", "88", "--target-version", "py310"]
 # Generated packages are first-party wherever the linter runs from.
@@ -22,10 +20,7 @@ ISORT_OPTIONS = ["--config", "lint.isort.known-first-party = ['trace_env_*']"]
 
 
 def _ruff(*arguments: str, cwd: Path) -> None:
-    command = [str(find_ruff_bin()), *arguments]
-    result = subprocess.run(
-        command, cwd=cwd, capture_output=True, text=True, check=False
-    )
+    result = run_ruff(*arguments, cwd=cwd)
     if result.returncode != 0:
         raise FactoryError(
             f"formatting the generated code failed ({' '.join(arguments[:2])}): "

@@ -7,13 +7,13 @@ the package itself, and have no top-level side effects.
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from collections.abc import Iterable
 from pathlib import Path
 
 import libcst as cst
-from ruff.__main__ import find_ruff_bin
+
+from factory.ruff_runner import run_ruff
 
 # Symbols every generated module must define (functions with their parameters).
 REQUIRED: dict[str, dict[str, tuple[str, ...] | None]] = {
@@ -203,20 +203,17 @@ def check_tool_signatures(source: str, tools: Iterable[dict]) -> list[str]:
 
 def lint_problems(root: Path) -> list[str]:
     """Pyflakes-class errors (undefined or unused names, syntax) found by ruff."""
-    command = [
-        str(find_ruff_bin()),
+    result = run_ruff(
         "check",
         "--isolated",
         "--no-cache",
         "--select",
         "F,E9",
-    ]
-    result = subprocess.run(
-        [*command, "--output-format", "concise", "--quiet", "."],
+        "--output-format",
+        "concise",
+        "--quiet",
+        ".",
         cwd=root,
-        capture_output=True,
-        text=True,
-        check=False,
     )
     return [line for line in result.stdout.splitlines() if line.strip()]
 
