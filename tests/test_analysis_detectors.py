@@ -198,3 +198,15 @@ def test_structured_data_numbers_and_facts() -> None:
         metadata={"required_facts": ["450"]},
     )
     assert label("structured_data_reasoning", told) is Label.PRESENT
+
+
+def test_precondition_lookup_by_email_counts_as_a_read() -> None:
+    looked_up = [
+        call("find_user_id_by_email", "0", email="ann@example.com"),
+        result("0", "ann_lee_123"),
+        call("modify_user_address", "1", user_id="ann_lee_123", city="Austin"),
+        result("1", "{}"),
+    ]
+    assert (
+        label("precondition_verification", trajectory(looked_up, True)) is Label.PRESENT
+    )

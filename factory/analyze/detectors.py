@@ -249,8 +249,14 @@ def detect_precondition_verification(trajectory: Trajectory) -> Judgement:
         )
         if entity is None:
             continue
+        # Read first: an earlier read took the entity as an argument, or looked it up
+        # (returned exactly its id, as find_user_id_by_email does).
         read_first = any(
-            not other.writes and entity in map(str, other.arguments.values())
+            not other.writes
+            and (
+                entity in map(str, other.arguments.values())
+                or other.result.strip().strip('"') == entity
+            )
             for other in trajectory.steps
             if other.position < step.position
         )
