@@ -85,24 +85,20 @@ def write_chart(
     positions = range(len(rows))
     width = 0.38
     figure, axes = plt.subplots(figsize=(max(6.0, 1.3 * len(rows) + 2), 4.5))
-    axes.bar(
-        [p - width / 2 for p in positions],
-        [r["coverage_mean"] for r in rows],
-        width,
-        yerr=[r["coverage_std"] for r in rows],
-        label="coverage",
-        color="#4C72B0",
-        capsize=3,
+    bars = (
+        ("coverage", "coverage", "#4C72B0", -1),
+        ("gap", "gap (ER- minus ER+)", "#DD8452", 1),
     )
-    axes.bar(
-        [p + width / 2 for p in positions],
-        [r["gap_mean"] for r in rows],
-        width,
-        yerr=[r["gap_std"] for r in rows],
-        label="gap (ER- minus ER+)",
-        color="#DD8452",
-        capsize=3,
-    )
+    for metric, label, color, side in bars:
+        axes.bar(
+            [p + side * width / 2 for p in positions],
+            [r[f"{metric}_mean"] for r in rows],
+            width,
+            yerr=[r[f"{metric}_std"] for r in rows],
+            label=label,
+            color=color,
+            capsize=3,
+        )
     axes.axhline(
         rho, color="#4C72B0", linestyle="--", linewidth=1, label=f"rho = {rho}"
     )
