@@ -100,12 +100,12 @@ def _eval(arguments: argparse.Namespace) -> int:
     from trainer.models import load_adapter, load_base
     from trainer.rollout import RolloutLimits
 
+    if arguments.episodes < 1:
+        raise TrainerError("--episodes must be at least 1")
     handle = resolve_env(arguments.env)
     model, tokenizer = load_base(arguments.model, chat_template=arguments.chat_template)
     if arguments.adapter:
         model = load_adapter(model, arguments.adapter)
-    if arguments.episodes < 1:
-        raise TrainerError("--episodes must be at least 1")
     limits = RolloutLimits(
         arguments.max_turns,
         arguments.max_new_tokens,

@@ -41,7 +41,7 @@ class AnalysisSettings:
     delta: float = 0.20
     seed: int = 0
 
-    def check(self) -> None:
+    def __post_init__(self) -> None:
         if self.runs < 1:
             raise FactoryError("--runs must be at least 1")
         if not 1 <= self.min_runs <= self.runs:
@@ -97,6 +97,14 @@ def resolve_target(target: str) -> str | dict[str, Any]:
     }
 
 
+def refuse_overwrite(output: Path, force: bool) -> None:
+    """A non-empty output folder is replaced only with --force."""
+    if output.exists() and any(output.iterdir()) and not force:
+        raise FactoryError(
+            f"{output} exists and is not empty; pass --force to replace it"
+        )
+
+
 def label_all(
     trajectories: Sequence[Trajectory],
     capabilities: Sequence[Capability],
@@ -143,7 +151,6 @@ def analyze(
     label_runs: list[LabelRun] | None = None,
 ) -> Analysis:
     """Label (offline, unless LLM runs are given), then select capabilities as in the paper."""
-    settings.check()
     capabilities = capabilities or builtin_dictionary()
     success = [t.success for t in trajectories]
     if label_runs is None:
@@ -181,10 +188,7 @@ def write_outputs(
     force: bool = False,
 ) -> list[Path]:
     """Write every output into `output` atomically; return the spec paths."""
-    if output.exists() and any(output.iterdir()) and not force:
-        raise FactoryError(
-            f"{output} exists and is not empty; pass --force to replace it"
-        )
+    refuse_overwrite(output, force)
     output.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", dir=output.parent))
     staging.chmod(0o755)
@@ -262,12 +266,8 @@ def run_analysis(
     force: bool = False,
 ) -> tuple[Analysis, list[Path]]:
     """The whole `factory analyze` command: offline detectors, or an LLM labeller."""
-    settings.check()
     resolved = resolve_target(target)
-    if output.exists() and any(output.iterdir()) and not force:
-        raise FactoryError(
-            f"{output} exists and is not empty; pass --force to replace it"
-        )
+    refuse_overwrite(output, force)
     imported = import_paths(paths, skip_bad=skip_bad, threshold=threshold)
     if llm_model is None:
         analysis = analyze(imported.trajectories, settings)
