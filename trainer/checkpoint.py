@@ -111,6 +111,11 @@ def load(
     ]
 
 
+def record(out: Path, name: str, content: Any) -> None:
+    """Write a JSON record of the run next to its checkpoint (atomically)."""
+    _atomic_text(out / name, json.dumps(content, indent=1))
+
+
 def remember_example(out: Path, messages: list[dict[str, Any]]) -> None:
     """Keep one successful trajectory of the run (the router shows it as an example)."""
-    _atomic_text(out / "example_trajectory.json", json.dumps(messages, indent=1))
+    record(out, "example_trajectory.json", messages)

@@ -119,6 +119,7 @@ def _eval(arguments: argparse.Namespace) -> int:
         arguments.episodes,
         limits,
         EVAL_SEED_BASE,
+        arguments.tool_format,
     )
     report.update(
         {"env": handle.env_id, "model": arguments.model, "adapter": arguments.adapter}
@@ -146,6 +147,12 @@ def _common(parser: argparse.ArgumentParser) -> None:
         "--chat-template",
         default=None,
         help="for base models: gemma, chatml or a jinja file",
+    )
+    parser.add_argument(
+        "--tool-format",
+        choices=["json", "compact"],
+        default=DEFAULTS.tool_format,
+        help="how tools are listed if the template has no tool role (compact: shorter prompts)",
     )
 
 
@@ -183,6 +190,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     train.add_argument(
         "--generation-batch-size", type=int, default=DEFAULTS.generation_batch_size
+    )
+    train.add_argument(
+        "--cold-start",
+        type=int,
+        default=DEFAULTS.cold_start,
+        help="gold demonstrations for supervised epochs before GRPO (base models)",
+    )
+    train.add_argument(
+        "--cold-start-epochs", type=int, default=DEFAULTS.cold_start_epochs
+    )
+    train.add_argument(
+        "--cold-start-learning-rate",
+        type=float,
+        default=DEFAULTS.cold_start_learning_rate,
     )
     train.add_argument("--seed", type=int, default=DEFAULTS.seed)
     train.add_argument(

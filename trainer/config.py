@@ -36,6 +36,10 @@ class TrainConfig:
     lora_dropout: float = 0.0
     lora_target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
     generation_batch_size: int = 16
+    tool_format: str = "json"  # how tools are listed when the template has no tool role
+    cold_start: int = 0  # gold demonstrations for supervised epochs before GRPO
+    cold_start_epochs: int = 2
+    cold_start_learning_rate: float = 2e-4
     seed: int = 0
     backend: str = "transformers"
     extra: dict[str, Any] = field(default_factory=dict)
@@ -51,6 +55,14 @@ class TrainConfig:
             raise TrainerError(
                 "--group-size must be at least 2: GRPO compares episodes of a group"
             )
+        if self.cold_start < 0 or self.cold_start_epochs < 1:
+            raise TrainerError(
+                "--cold-start must be >= 0 and --cold-start-epochs at least 1"
+            )
+        if not self.cold_start_learning_rate > 0:
+            raise TrainerError("--cold-start-learning-rate must be positive")
+        if self.tool_format not in ("json", "compact"):
+            raise TrainerError("--tool-format must be 'json' or 'compact'")
         if not self.temperature > 0:
             raise TrainerError("--temperature must be positive")
         if not 0 < self.clip_epsilon < 1:

@@ -2,6 +2,7 @@
 
 The whole algorithm is in this file, CleanRL style:
 
+    cold start (optional, for base models): supervised epochs on gold demonstrations
     for each iteration:
         rollouts   G seeds x K episodes with the current policy (rollout.collect)
         advantage  A_i = (r_i - mean(r_group)) / (std(r_group) + eps)     groups with
@@ -28,7 +29,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from trainer import checkpoint, distributed
+from trainer import checkpoint, cold_start, distributed
 from trainer.config import TrainConfig
 from trainer.envs import EnvHandle
 from trainer.rollout import Episode, Generator, RolloutLimits, collect
@@ -51,19 +52,34 @@ def group_advantages(
 
 
 def token_logprobs(
-    model: Any, tokens: torch.Tensor, attention: torch.Tensor, temperature: float
+    model: Any,
+    tokens: torch.Tensor,
+    attention: torch.Tensor,
+    temperature: float,
+    mask: torch.Tensor,
 ) -> torch.Tensor:
-    """log pi(token_t | tokens_<t) for t >= 1 (position 0 gets 0), logits scaled by 1/T."""
+    """log pi(token_t | tokens_<t) [B, T], logits scaled by 1/T, at the positions `mask` marks.
+
+    Only positions whose token is model-generated in some row go through the LM
+    head (transformers' `logits_to_keep`): with Gemma's 262k-token vocabulary the
+    full [B, T, V] logits of a long prompt would dominate time and memory.
+    Other positions get 0.
+    """
+    needed = mask[:, 1:].any(dim=0).nonzero().squeeze(-1)  # predicting t+1 from t
     logits = (
-        model(input_ids=tokens, attention_mask=attention).logits[:, :-1].float()
+        model(
+            input_ids=tokens, attention_mask=attention, logits_to_keep=needed
+        ).logits.float()
         / temperature
     )
     picked = (
         torch.log_softmax(logits, dim=-1)
-        .gather(-1, tokens[:, 1:].unsqueeze(-1))
+        .gather(-1, tokens[:, needed + 1].unsqueeze(-1))
         .squeeze(-1)
     )
-    return torch.nn.functional.pad(picked, (1, 0))
+    out = torch.zeros(tokens.shape, dtype=picked.dtype, device=picked.device)
+    out[:, needed + 1] = picked
+    return out
 
 
 def grpo_loss(
@@ -171,13 +187,17 @@ def update(
                     device,
                 )
                 logprobs = token_logprobs(
-                    model, batch.tokens, batch.attention, config.temperature
+                    model, batch.tokens, batch.attention, config.temperature, batch.mask
                 )
                 reference = None
                 if config.kl_beta > 0:
                     with torch.no_grad(), model.disable_adapter():
                         reference = token_logprobs(
-                            model, batch.tokens, batch.attention, config.temperature
+                            model,
+                            batch.tokens,
+                            batch.attention,
+                            config.temperature,
+                            batch.mask,
                         )
                 loss, stats = grpo_loss(
                     logprobs,
@@ -235,7 +255,10 @@ def train(
     resume: bool = False,
     on_iteration: Callable[[int, dict[str, Any]], None] | None = None,
 ) -> list[dict[str, Any]]:
-    """Run GRPO to `config.iterations`; checkpoint every iteration; return the metrics."""
+    """Run GRPO to `config.iterations`; checkpoint every iteration; return the metrics.
+
+    `on_iteration(i, row)` is called after each iteration, and with i = 0 after the cold start.
+    """
     trainable = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(
         trainable, lr=config.learning_rate, weight_decay=config.weight_decay
@@ -257,6 +280,16 @@ def train(
         else tokenizer.eos_token_id
     )
     rank, world = distributed.rank(), distributed.world_size()
+    if config.cold_start and not resume:
+        rows = cold_start.demonstrations(
+            handle, tokenizer, config.cold_start, config.tool_format
+        )[rank::world]
+        losses = cold_start.run(model, rows, config, pad, rng)
+        if rank == 0:
+            checkpoint.save(out, 0, model, optimizer, rng, config, metrics)
+            checkpoint.record(out, "cold_start.json", {"epoch_losses": losses})
+        if on_iteration is not None:
+            on_iteration(0, {"cold_start_epoch_losses": losses})
     progress = tqdm(
         range(start, config.iterations),
         initial=start,
@@ -274,7 +307,13 @@ def train(
             if hasattr(generator, "use_adapter") and iteration > 0:
                 generator.use_adapter(str(checkpoint.adapter_dir(out)), iteration)
             episodes = collect(
-                handle, generator, tokenizer, seeds, config.group_size, limits
+                handle,
+                generator,
+                tokenizer,
+                seeds,
+                config.group_size,
+                limits,
+                config.tool_format,
             )
             rollout_seconds = time.perf_counter() - began
             rewards = torch.tensor([e.reward for e in episodes]).view(
@@ -356,10 +395,11 @@ def evaluate(
     episodes: int,
     limits: RolloutLimits,
     seed_base: int,
+    tool_format: str = "json",
 ) -> dict[str, Any]:
     """Success rate and mean reward with 95% intervals on evaluation seeds (one episode each)."""
     seeds = [seed_base + i for i in range(episodes)]
-    played = collect(handle, generator, tokenizer, seeds, 1, limits)
+    played = collect(handle, generator, tokenizer, seeds, 1, limits, tool_format)
     success = confidence_interval([float(e.success) for e in played])
     reward = confidence_interval([e.reward for e in played])
     return {

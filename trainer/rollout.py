@@ -84,8 +84,12 @@ def collect(
     seeds: Sequence[int],
     group_size: int,
     limits: RolloutLimits,
+    tool_format: str = "json",
 ) -> list[Episode]:
-    """Run K episodes per seed (one group per seed) to the end; return them all."""
+    """Run K episodes per seed (one group per seed) to the end; return them all.
+
+    `tool_format` is how tools are listed when the chat template has no tool role.
+    """
     episodes: list[Episode] = []
     chat: ChatFormat | None = None
     eos = tokenizer.eos_token_id
@@ -97,7 +101,7 @@ def collect(
             try:
                 observation, info = episode.env.reset(seed=seed)
                 episode.messages = json.loads(observation)
-                chat = chat or ChatFormat(tokenizer, info["tools"])
+                chat = chat or ChatFormat(tokenizer, info["tools"], tool_format)
                 episode.tokens = chat.prompt(episode.messages)
             except Exception as exc:  # noqa: BLE001 - an env crash costs one episode
                 episode.error = f"reset: {exc!r}"

@@ -1,0 +1,166 @@
+"""Cold start: gold demonstrations in the rollout's token space, and supervised epochs."""
+
+from __future__ import annotations
+
+import importlib
+import json
+
+import pytest
+import torch
+
+from tests.conftest import ROOT
+from trainer import cold_start, grpo
+from trainer.chat import ChatFormat, tool_listing
+from trainer.config import EVAL_SEED_BASE, TrainConfig
+from trainer.envs import resolve_env
+from trainer.errors import TrainerError
+from trainer.generation import TransformersGenerator
+from trainer.models import load_base, with_lora
+from trainer.rollout import RolloutLimits, Sample, collect
+
+PHONE = str(ROOT / "generated_envs" / "permission_error_recovery")
+NO_TOOL_ROLE = (
+    "{% for m in messages %}{% if m.role not in ['system', 'user', 'assistant'] %}"
+    "{{ raise_exception('roles must alternate') }}{% endif %}"
+    "<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+class Replay:
+    """A generator that samples, turn after turn, the given token runs."""
+
+    def __init__(self, runs: list[list[int]]) -> None:
+        self.runs = runs
+
+    def generate(self, prompts, max_new_tokens, temperature):
+        assert len(prompts) == 1
+        run = self.runs.pop(0)
+        return [Sample(run, [0.0] * len(run))]
+
+
+def _runs(tokens: list[int], mask: list[int]) -> list[list[int]]:
+    """The maximal runs of mask-1 tokens: one per assistant turn."""
+    runs: list[list[int]] = []
+    for index, (token, marked) in enumerate(zip(tokens, mask, strict=True)):
+        if marked:
+            if index == 0 or not mask[index - 1]:
+                runs.append([])
+            runs[-1].append(token)
+    return runs
+
+
+@pytest.mark.parametrize(
+    ("template", "tool_format"), [(None, "json"), (NO_TOOL_ROLE, "compact")]
+)
+def test_a_demonstration_is_exactly_what_a_rollout_of_it_samples(
+    tiny_tokenizer, template, tool_format
+) -> None:
+    if template is not None:
+        tiny_tokenizer.chat_template = template
+    handle = resolve_env(PHONE)
+    seed = 11
+    env = handle.make()
+    tools = env.reset(seed=seed)[1]["tools"]
+    policies = importlib.import_module(f"{handle.package}.policies")
+    gold = policies.run_episode(env, "gold", seed).info["messages"]
+    chat = ChatFormat(tiny_tokenizer, tools, tool_format)
+    assert chat.native is (template is None)
+    tokens, mask = cold_start.demonstration(chat, gold)
+
+    (episode,) = collect(
+        handle,
+        Replay(_runs(tokens, mask)),
+        tiny_tokenizer,
+        [seed],
+        1,
+        RolloutLimits(max_turns=20, max_total_tokens=100_000),
+        tool_format,
+    )
+    assert episode.success and episode.reward == 1.0
+    assert episode.tokens == tokens and episode.mask == mask
+
+
+def test_compact_tool_listing_is_one_signature_per_tool() -> None:
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "add_reminder",
+            "description": "Add a reminder.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "content": {"type": "string", "description": "What."},
+                    "latitude": {"type": "number", "description": "Where."},
+                },
+                "required": ["content"],
+            },
+        },
+    }
+    assert (
+        tool_listing([tool], "compact")
+        == "- add_reminder(content: string, latitude?: number): Add a reminder."
+    )
+    assert json.loads(tool_listing([tool], "json")) == tool
+
+
+def test_demonstration_seeds_are_training_seeds() -> None:
+    seeds = cold_start.demonstration_seeds(5)
+    assert len(set(seeds)) == 5 and all(0 <= s < EVAL_SEED_BASE for s in seeds)
+
+
+def _train(model_dir, out, iterations, resume=False):
+    config = TrainConfig(
+        iterations=iterations,
+        groups=1,
+        group_size=2,
+        max_new_tokens=4,
+        max_turns=1,
+        max_total_tokens=100_000,
+        lora_rank=4,
+        minibatch_size=2,
+        cold_start=4,
+        cold_start_epochs=3,
+        cold_start_learning_rate=2e-2,
+        tool_format="compact",
+    )
+    base, tokenizer = load_base(str(model_dir), chat_template="chatml")
+    torch.manual_seed(0)
+    model = with_lora(base, config)
+    seen = []
+    metrics = grpo.train(
+        config,
+        resolve_env(PHONE),
+        model,
+        tokenizer,
+        TransformersGenerator(model, tokenizer),
+        out,
+        resume=resume,
+        on_iteration=lambda i, row: seen.append((i, row)),
+    )
+    return metrics, seen
+
+
+def test_cold_start_lowers_the_loss_once_and_resume_skips_it(
+    tiny_model_dir, tmp_path, monkeypatch
+) -> None:
+    out = tmp_path / "run"
+    metrics, seen = _train(tiny_model_dir, out, 1)
+    losses = json.loads((out / "cold_start.json").read_text())["epoch_losses"]
+    # a random tiny model's logits are nearly uniform, so the drop is small but steady
+    assert len(losses) == 3 and losses[0] > losses[1] > losses[2]
+    assert seen[0] == (0, {"cold_start_epoch_losses": losses}) and len(metrics) == 1
+
+    def again(*args, **kwargs):
+        raise AssertionError("a resumed run must not repeat the cold start")
+
+    monkeypatch.setattr(cold_start, "run", again)
+    metrics, seen = _train(tiny_model_dir, out, 2, resume=True)
+    assert len(metrics) == 2 and [i for i, _ in seen] == [2]
+
+
+def test_cold_start_settings_are_checked() -> None:
+    with pytest.raises(TrainerError, match="cold-start"):
+        TrainConfig(cold_start=-1)
+    with pytest.raises(TrainerError, match="tool-format"):
+        TrainConfig(tool_format="yaml")
