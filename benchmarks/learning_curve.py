@@ -146,6 +146,7 @@ def main() -> None:
         config.as_dict(),
         metrics,
         config.train_seed(0, 0),
+        args.chat_template,
     )
     plot_learning_curve(metrics, args.out / "learning_curve.png")
     summary = {

@@ -192,9 +192,11 @@ def test_eval_reports_intervals_with_and_without_adapter(
     tiny_model_dir, tmp_path, capsys
 ) -> None:
     out = tmp_path / "adapter"
-    assert main(train_command(tiny_model_dir, out, 1)) == 0
+    assert (
+        main([*train_command(tiny_model_dir, out, 1), "--tool-format", "compact"]) == 0
+    )
     capsys.readouterr()
-    for extra in ([], ["--adapter", str(out)]):
+    for extra, tool_format in (([], "json"), (["--adapter", str(out)], "compact")):
         code = main(
             [
                 "eval",
@@ -215,6 +217,7 @@ def test_eval_reports_intervals_with_and_without_adapter(
         report = json.loads(capsys.readouterr().out)
         assert report["episodes"] == 2 and len(report["success_ci95"]) == 2
         assert report["seeds"][0] >= 2**30
+        assert report["tool_format"] == tool_format  # an adapter's own, by default
 
 
 @pytest.mark.parametrize(

@@ -24,7 +24,7 @@ def _config(arguments: argparse.Namespace) -> TrainConfig:
     values = {
         f.name: getattr(arguments, f.name)
         for f in fields(TrainConfig)
-        if hasattr(arguments, f.name)
+        if getattr(arguments, f.name, None) is not None
     }
     if isinstance(values.get("lora_target_modules"), str):
         values["lora_target_modules"] = tuple(values["lora_target_modules"].split(","))
@@ -84,6 +84,7 @@ def _train(arguments: argparse.Namespace) -> int:
             config.as_dict(),
             metrics,
             config.train_seed(0, 0),
+            arguments.chat_template,
         )
         if metrics:
             plot_learning_curve(metrics, out / "learning_curve.png")
@@ -95,6 +96,7 @@ def _train(arguments: argparse.Namespace) -> int:
 
 def _eval(arguments: argparse.Namespace) -> int:
     from trainer.envs import resolve_env
+    from trainer.export import trained_with
     from trainer.generation import TransformersGenerator
     from trainer.grpo import evaluate
     from trainer.models import load_adapter, load_base
@@ -103,7 +105,13 @@ def _eval(arguments: argparse.Namespace) -> int:
     if arguments.episodes < 1:
         raise TrainerError("--episodes must be at least 1")
     handle = resolve_env(arguments.env)
-    model, tokenizer = load_base(arguments.model, chat_template=arguments.chat_template)
+    # An adapter is evaluated with the prompt format it was trained with, unless told.
+    trained = trained_with(arguments.adapter)
+    chat_template = arguments.chat_template or trained.get("chat_template")
+    tool_format = arguments.tool_format or trained.get("config", {}).get(
+        "tool_format", DEFAULTS.tool_format
+    )
+    model, tokenizer = load_base(arguments.model, chat_template=chat_template)
     if arguments.adapter:
         model = load_adapter(model, arguments.adapter)
     limits = RolloutLimits(
@@ -119,10 +127,16 @@ def _eval(arguments: argparse.Namespace) -> int:
         arguments.episodes,
         limits,
         EVAL_SEED_BASE,
-        arguments.tool_format,
+        tool_format,
     )
     report.update(
-        {"env": handle.env_id, "model": arguments.model, "adapter": arguments.adapter}
+        {
+            "env": handle.env_id,
+            "model": arguments.model,
+            "adapter": arguments.adapter,
+            "chat_template": chat_template,
+            "tool_format": tool_format,
+        }
     )
     print(json.dumps(report, indent=2))
     return 0
@@ -146,13 +160,14 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--chat-template",
         default=None,
-        help="for base models: gemma, chatml or a jinja file",
+        help="for base models: gemma, chatml or a jinja file (eval: default the adapter's own)",
     )
     parser.add_argument(
         "--tool-format",
         choices=["json", "compact"],
-        default=DEFAULTS.tool_format,
-        help="how tools are listed if the template has no tool role (compact: shorter prompts)",
+        default=None,
+        help="how tools are listed if the template has no tool role (compact: shorter "
+        "prompts); default json, or for eval the adapter's own",
     )
 
 

@@ -42,6 +42,14 @@ def example_trajectory(handle: EnvHandle, out: Path, seed: int) -> list[dict[str
     return episode.info["messages"]
 
 
+def trained_with(adapter: str | None) -> dict[str, Any]:
+    """The `training` record of an adapter's trace.json ({} without one)."""
+    path = Path(adapter) / "trace.json" if adapter else None
+    if path is None or not path.is_file():
+        return {}
+    return json.loads(path.read_text(encoding="utf-8")).get("training") or {}
+
+
 def export_adapter(
     out: Path,
     model: Any,
@@ -50,8 +58,13 @@ def export_adapter(
     config: dict[str, Any],
     metrics: list[dict[str, Any]],
     seed: int,
+    chat_template: str | None = None,
 ) -> Path:
-    """Write adapter_config.json, adapter_model.safetensors and trace.json into `out`."""
+    """Write adapter_config.json, adapter_model.safetensors and trace.json into `out`.
+
+    `chat_template` is the --chat-template a base model was trained with, so
+    `trainer eval` and the router prompt it the same way.
+    """
     model.save_pretrained(out)
     config_path = out / "adapter_config.json"
     for problem in vllm_problems(json.loads(config_path.read_text(encoding="utf-8"))):
@@ -66,6 +79,7 @@ def export_adapter(
         "example_trajectory": example_trajectory(handle, out, seed),
         "training": {
             "iterations": len(metrics),
+            "chat_template": chat_template,
             "config": config,
             "first": metrics[0] if metrics else None,
             "last": metrics[-1] if metrics else None,
