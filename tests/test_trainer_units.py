@@ -303,3 +303,25 @@ def test_log_probs_are_computed_only_where_tokens_were_sampled(tiny_model_dir) -
     marked = mask[:, 1:].bool()
     assert torch.allclose(picked[:, 1:][marked], expected[marked], atol=1e-5)
     assert picked[:, 0].eq(0).all() and picked[:, 1:4].eq(0).all()
+
+
+def test_bf16_mixed_precision_keeps_log_probs_close(tiny_model_dir) -> None:
+    from transformers import AutoModelForCausalLM
+
+    from trainer.grpo import token_logprobs
+    from trainer.models import mixed_precision
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    tokens = torch.randint(0, model.config.vocab_size, (2, 10))
+    mask = torch.ones(2, 10)
+    attention = torch.ones_like(tokens)
+    with torch.no_grad():
+        exact = token_logprobs(model, tokens, attention, 1.0, mask)
+        with mixed_precision("bf16", model):
+            mixed = token_logprobs(model, tokens, attention, 1.0, mask)
+        with mixed_precision("fp32", model):
+            same = token_logprobs(model, tokens, attention, 1.0, mask)
+    assert torch.equal(same, exact)
+    assert not torch.equal(mixed, exact) and torch.allclose(mixed, exact, atol=0.1)
+    with pytest.raises(TrainerError, match="precision"):
+        TrainConfig(precision="fp8")

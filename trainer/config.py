@@ -36,6 +36,7 @@ class TrainConfig:
     lora_dropout: float = 0.0
     lora_target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
     generation_batch_size: int = 16
+    precision: str = "fp32"  # or bf16: autocast forward/backward passes
     tool_format: str = "json"  # how tools are listed when the template has no tool role
     cold_start: int = 0  # gold demonstrations for supervised epochs before GRPO
     cold_start_epochs: int = 2
@@ -61,6 +62,8 @@ class TrainConfig:
             )
         if not self.cold_start_learning_rate > 0:
             raise TrainerError("--cold-start-learning-rate must be positive")
+        if self.precision not in ("fp32", "bf16"):
+            raise TrainerError("--precision must be 'fp32' or 'bf16'")
         if self.tool_format not in ("json", "compact"):
             raise TrainerError("--tool-format must be 'json' or 'compact'")
         if not self.temperature > 0:
