@@ -18,6 +18,26 @@ from trainer.config import EVAL_SEED_BASE, TrainConfig
 from trainer.errors import TrainerError
 
 DEFAULTS = TrainConfig()
+# `trainer train` options that set a number of TrainConfig, with their help.
+TRAIN_SETTINGS: dict[str, str | None] = {
+    "iterations": None,
+    "groups": "G seeds per iteration",
+    "group_size": "K episodes per seed",
+    "learning_rate": None,
+    "clip_epsilon": None,
+    "kl_beta": None,
+    "max_grad_norm": None,
+    "minibatch_size": None,
+    "epochs": None,
+    "lora_rank": None,
+    "lora_alpha": None,
+    "lora_dropout": None,
+    "generation_batch_size": None,
+    "cold_start": "gold demonstrations for supervised epochs before GRPO (base models)",
+    "cold_start_epochs": None,
+    "cold_start_learning_rate": None,
+    "seed": None,
+}
 
 
 def _config(arguments: argparse.Namespace) -> TrainConfig:
@@ -189,46 +209,17 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument(
         "--out", required=True, help="adapter folder, e.g. adapters/<cap>"
     )
-    train.add_argument("--iterations", type=int, default=DEFAULTS.iterations)
-    train.add_argument(
-        "--groups", type=int, default=DEFAULTS.groups, help="G seeds per iteration"
-    )
-    train.add_argument(
-        "--group-size",
-        type=int,
-        default=DEFAULTS.group_size,
-        help="K episodes per seed",
-    )
-    train.add_argument("--learning-rate", type=float, default=DEFAULTS.learning_rate)
-    train.add_argument("--clip-epsilon", type=float, default=DEFAULTS.clip_epsilon)
-    train.add_argument("--kl-beta", type=float, default=DEFAULTS.kl_beta)
-    train.add_argument("--max-grad-norm", type=float, default=DEFAULTS.max_grad_norm)
-    train.add_argument("--minibatch-size", type=int, default=DEFAULTS.minibatch_size)
-    train.add_argument("--epochs", type=int, default=DEFAULTS.epochs)
-    train.add_argument("--lora-rank", type=int, default=DEFAULTS.lora_rank)
-    train.add_argument("--lora-alpha", type=int, default=DEFAULTS.lora_alpha)
-    train.add_argument("--lora-dropout", type=float, default=DEFAULTS.lora_dropout)
+    for name, help_text in TRAIN_SETTINGS.items():
+        default = getattr(DEFAULTS, name)
+        train.add_argument(
+            "--" + name.replace("_", "-"),
+            type=type(default),
+            default=default,
+            help=help_text,
+        )
     train.add_argument(
         "--lora-target-modules", default=",".join(DEFAULTS.lora_target_modules)
     )
-    train.add_argument(
-        "--generation-batch-size", type=int, default=DEFAULTS.generation_batch_size
-    )
-    train.add_argument(
-        "--cold-start",
-        type=int,
-        default=DEFAULTS.cold_start,
-        help="gold demonstrations for supervised epochs before GRPO (base models)",
-    )
-    train.add_argument(
-        "--cold-start-epochs", type=int, default=DEFAULTS.cold_start_epochs
-    )
-    train.add_argument(
-        "--cold-start-learning-rate",
-        type=float,
-        default=DEFAULTS.cold_start_learning_rate,
-    )
-    train.add_argument("--seed", type=int, default=DEFAULTS.seed)
     train.add_argument(
         "--backend", choices=["transformers", "vllm"], default=DEFAULTS.backend
     )
