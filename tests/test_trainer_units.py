@@ -325,3 +325,28 @@ def test_bf16_mixed_precision_keeps_log_probs_close(tiny_model_dir) -> None:
     assert not torch.equal(mixed, exact) and torch.allclose(mixed, exact, atol=0.1)
     with pytest.raises(TrainerError, match="precision"):
         TrainConfig(precision="fp8")
+
+
+def test_an_optimizer_step_inside_one_bf16_context_is_seen_by_the_next_pass(
+    tiny_model_dir,
+) -> None:
+    """A long-lived autocast context must not serve stale cached casts of the weights."""
+    from trainer.grpo import token_logprobs
+    from trainer.models import load_base, mixed_precision, with_lora
+
+    base, _ = load_base(str(tiny_model_dir))
+    model = with_lora(base, TrainConfig(lora_rank=4))
+    tokens = torch.randint(0, base.config.vocab_size, (1, 10))
+    mask, attention = torch.ones(1, 10), torch.ones_like(tokens)
+    optimizer = torch.optim.AdamW(
+        [p for p in model.parameters() if p.requires_grad], lr=0.1
+    )
+    with mixed_precision("bf16", model):
+        losses = []
+        for _ in range(2):
+            loss = -token_logprobs(model, tokens, attention, 1.0, mask).sum()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            losses.append(float(loss))
+    assert losses[1] != losses[0]  # a stale cached cast gives the very same loss

@@ -98,7 +98,14 @@ def mixed_precision(precision: str, model: Any) -> Any:
     import torch
 
     device = next(model.parameters()).device.type
-    return torch.autocast(device, dtype=torch.bfloat16, enabled=precision == "bf16")
+    # No weight-cast cache: it lives as long as the context, which spans optimizer
+    # steps here, so cached bf16 copies of the LoRA weights would go stale.
+    return torch.autocast(
+        device,
+        dtype=torch.bfloat16,
+        enabled=precision == "bf16",
+        cache_enabled=False,
+    )
 
 
 def with_lora(base: Any, config: TrainConfig) -> Any:
