@@ -12,13 +12,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from trainer.config import TOOL_FORMATS
 from trainer.errors import TrainerError
 
 TOOL_INSTRUCTIONS = (
     "\n\n# Tools\nYou may call these tools. To call one, answer with "
     '<tool_call>{"name": <tool name>, "arguments": <JSON object>}</tool_call>\n'
 )
-TOOL_FORMATS = ("json", "compact")
 
 
 def _signature(tool: dict[str, Any]) -> str:

@@ -14,7 +14,7 @@ import sys
 from dataclasses import fields
 from pathlib import Path
 
-from trainer.config import EVAL_SEED_BASE, TrainConfig
+from trainer.config import EVAL_SEED_BASE, PRECISIONS, TOOL_FORMATS, TrainConfig
 from trainer.errors import TrainerError
 
 DEFAULTS = TrainConfig()
@@ -186,13 +186,13 @@ def _common(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--precision",
-        choices=["fp32", "bf16"],
+        choices=PRECISIONS,
         default=DEFAULTS.precision,
         help="bf16: mixed precision (faster on GPUs and CPUs with AVX512-BF16)",
     )
     parser.add_argument(
         "--tool-format",
-        choices=["json", "compact"],
+        choices=TOOL_FORMATS,
         default=None,
         help="how tools are listed if the template has no tool role (compact: shorter "
         "prompts); default json, or for eval the adapter's own",

@@ -7,6 +7,9 @@ from typing import Any
 
 from trainer.errors import TrainerError
 
+PRECISIONS = ("fp32", "bf16")
+# How tools are listed when a chat template has no tool role.
+TOOL_FORMATS = ("json", "compact")
 EVAL_SEED_BASE = (
     2**30
 )  # training seeds are below, evaluation seeds at or above: never shared
@@ -62,10 +65,12 @@ class TrainConfig:
             )
         if not self.cold_start_learning_rate > 0:
             raise TrainerError("--cold-start-learning-rate must be positive")
-        if self.precision not in ("fp32", "bf16"):
-            raise TrainerError("--precision must be 'fp32' or 'bf16'")
-        if self.tool_format not in ("json", "compact"):
-            raise TrainerError("--tool-format must be 'json' or 'compact'")
+        if self.precision not in PRECISIONS:
+            raise TrainerError(f"--precision must be one of {', '.join(PRECISIONS)}")
+        if self.tool_format not in TOOL_FORMATS:
+            raise TrainerError(
+                f"--tool-format must be one of {', '.join(TOOL_FORMATS)}"
+            )
         if not self.temperature > 0:
             raise TrainerError("--temperature must be positive")
         if not 0 < self.clip_epsilon < 1:
