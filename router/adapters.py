@@ -1,0 +1,95 @@
+"""One base model with every capability adapter loaded (peft multi-adapter).
+
+Activating a single adapter is a pointer change (`set_adapter`); the base label
+turns the adapter layers off. A weighted mix (top-p routing, the uniform merge)
+is built once with peft's `add_weighted_adapter(..., combination_type="cat")`:
+one LoRA of rank sum r_c whose update is exactly sum_c alpha_c s_c B_c A_c, so
+the same mix saved with `export` is a plain adapter vLLM can serve.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+from router.capabilities import CapabilitySet
+from router.errors import RouterError
+from router.modes import Route
+from router.prompt import BASE
+
+MAX_MIXES = 8  # weighted mixes kept loaded (least recently used ones are deleted)
+
+
+class AdapterBank:
+    """The routed model: base weights once, adapters by name, mixes on demand."""
+
+    def __init__(self, base: Any, capabilities: CapabilitySet) -> None:
+        from peft import PeftModel
+
+        self.capabilities = capabilities
+        first, *rest = capabilities.capabilities
+        try:
+            self.model = PeftModel.from_pretrained(base, first.path, adapter_name=first.name)
+            for capability in rest:
+                self.model.load_adapter(capability.path, adapter_name=capability.name)
+        except (ValueError, RuntimeError, KeyError, OSError) as exc:
+            raise RouterError(
+                f"an adapter in {capabilities.folder} does not load on this base model ({exc}); "
+                "retrain it on the model given to --model"
+            ) from None
+        self.model.eval()
+        self.mixes: OrderedDict[str, str] = OrderedDict()  # route key -> adapter name
+        self.built = 0
+        self.active = BASE
+        self.activate_weights({})
+
+    def _mix(self, weights: dict[str, float]) -> str:
+        key = Route("mix", BASE, weights).key
+        if key in self.mixes:
+            self.mixes.move_to_end(key)
+            return self.mixes[key]
+        self.built += 1
+        name = f"mix{self.built}"
+        names = sorted(weights)
+        self.model.add_weighted_adapter(
+            names, [weights[n] for n in names], name, combination_type="cat"
+        )
+        self.mixes[key] = name
+        if len(self.mixes) > MAX_MIXES:
+            _, oldest = self.mixes.popitem(last=False)
+            if oldest != self.model.active_adapter:
+                self.model.delete_adapter(oldest)
+        return name
+
+    def adapter_for(self, weights: dict[str, float]) -> str:
+        """The loaded adapter that applies `weights` (built when first asked for)."""
+        unknown = set(weights) - set(self.capabilities.names)
+        if unknown:
+            raise RouterError(f"no adapters named {sorted(unknown)}; have {self.capabilities.names}")
+        if len(weights) == 1 and abs(next(iter(weights.values())) - 1) < 1e-9:
+            return next(iter(weights))
+        return self._mix(weights)
+
+    def activate_weights(self, weights: dict[str, float]) -> str:
+        """Make `weights` the live configuration ({}: the base model); returns its name."""
+        if not weights:
+            self.model.base_model.disable_adapter_layers()
+            self.active = BASE
+            return BASE
+        name = self.adapter_for(weights)
+        self.model.base_model.enable_adapter_layers()
+        self.model.set_adapter(name)
+        self.active = name
+        return name
+
+    def activate(self, route: Route) -> str:
+        """Make the route's configuration live (held until the next activation)."""
+        return self.activate_weights(route.weights)
+
+    def export(self, weights: dict[str, float], folder: Path) -> Path:
+        """Save the configuration `weights` as one PEFT adapter (for vLLM `--lora-modules`)."""
+        name = self.adapter_for(weights)
+        self.model.save_pretrained(str(folder), selected_adapters=[name])
+        saved = folder / name if (folder / name).is_dir() else folder
+        return saved

@@ -1,0 +1,189 @@
+"""The capability set: every adapter folder `DIR/<cap>/` that `trainer train` wrote.
+
+Each folder holds the PEFT files and `trace.json` (capability name, description,
+base model, chat template, tool format, one successful trajectory). The set is
+checked as a whole: one base model, one prompt format, distinct names.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from router.errors import RouterError
+
+NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
+MAX_TRACE_BYTES = 20_000_000
+PEFT_FILES = ("adapter_config.json", "adapter_model.safetensors")
+
+
+@dataclass(frozen=True)
+class Capability:
+    """One trained adapter and what the router tells the model about it."""
+
+    name: str
+    title: str
+    description: str
+    path: Path
+    base_model: str
+    env_id: str
+    package: str
+    rank: int
+    example: tuple[dict[str, Any], ...]
+
+
+@dataclass(frozen=True)
+class CapabilitySet:
+    """All adapters of one base model, sorted by name (labels follow this order)."""
+
+    folder: Path
+    capabilities: tuple[Capability, ...]
+    base_model: str
+    chat_template: str | None
+    tool_format: str
+
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.capabilities]
+
+    def get(self, name: str) -> Capability:
+        for capability in self.capabilities:
+            if capability.name == name:
+                return capability
+        raise RouterError(f"no adapter named '{name}' in {self.folder}; have {self.names}")
+
+
+def read_json(path: Path, what: str) -> Any:
+    """A JSON file's content, or a RouterError naming the file and the problem."""
+    try:
+        if path.stat().st_size > MAX_TRACE_BYTES:
+            raise RouterError(f"{path} is over {MAX_TRACE_BYTES} bytes; {what}")
+        return json.loads(path.read_text(encoding="utf-8"))
+    except RouterError:
+        raise
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise RouterError(f"{path} cannot be read as JSON ({exc}); {what}") from None
+
+
+def _field(trace: dict[str, Any], key: str, path: Path, kind: type) -> Any:
+    value = trace.get(key)
+    if not isinstance(value, kind) or (kind is str and not value.strip()):
+        raise RouterError(
+            f"{path}: field '{key}' must be a non-empty {kind.__name__}, not {value!r:.80}; "
+            "re-export the adapter with `trainer train`"
+        )
+    return value
+
+
+def _capability(folder: Path) -> tuple[Capability, dict[str, Any]]:
+    trace_path = folder / "trace.json"
+    if not trace_path.is_file():
+        raise RouterError(
+            f"{folder} has no trace.json, so it is not an adapter written by `trainer train`; "
+            "move it out of the adapters folder or retrain it"
+        )
+    for name in PEFT_FILES:
+        if not (folder / name).is_file():
+            raise RouterError(
+                f"{folder} has no {name}; it is not a complete PEFT adapter (retrain it)"
+            )
+    hint = "re-export the adapter with `trainer train`"
+    trace = read_json(trace_path, hint)
+    if not isinstance(trace, dict):
+        raise RouterError(f"{trace_path} must hold a JSON object; {hint}")
+    name = _field(trace, "capability", trace_path, str)
+    if not NAME.match(name):
+        raise RouterError(
+            f"{trace_path}: capability name {name!r:.80} must be a snake_case id "
+            "(letters, digits, _ or -, at most 64)"
+        )
+    example = trace.get("example_trajectory") or []
+    if not isinstance(example, list) or not all(isinstance(m, dict) for m in example):
+        raise RouterError(f"{trace_path}: 'example_trajectory' must be a list of messages")
+    training = trace.get("training") or {}
+    config = training.get("config") if isinstance(training, dict) else None
+    if not isinstance(training, dict) or not isinstance(config, dict):
+        raise RouterError(f"{trace_path}: 'training.config' must be an object; {hint}")
+    adapter_config = read_json(folder / "adapter_config.json", hint)
+    rank = adapter_config.get("r") if isinstance(adapter_config, dict) else None
+    if not isinstance(rank, int) or rank < 1:
+        raise RouterError(f"{folder / 'adapter_config.json'}: 'r' must be a positive integer")
+    capability = Capability(
+        name=name,
+        title=str(trace.get("title") or name),
+        description=str(trace.get("description") or ""),
+        path=folder,
+        base_model=_field(trace, "base_model", trace_path, str),
+        env_id=str(trace.get("env_id") or ""),
+        package=str(trace.get("package") or ""),
+        rank=rank,
+        example=tuple(example),
+    )
+    return capability, training
+
+
+def same_model(a: str, b: str) -> bool:
+    """Whether two model references name one model (same string, path or file name)."""
+    if a == b or Path(a).name == Path(b).name:
+        return True
+    return Path(a).exists() and Path(b).exists() and Path(a).resolve() == Path(b).resolve()
+
+
+def load_capabilities(folder: str | Path, model: str | None = None) -> CapabilitySet:
+    """Every adapter under `folder`, checked; `model` (if given) must be their base model."""
+    root = Path(folder)
+    if not root.is_dir():
+        raise RouterError(
+            f"--adapters {root} is not a folder; give the folder holding adapters/<cap>/"
+        )
+    try:
+        children = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    except OSError as exc:
+        raise RouterError(f"--adapters {root} cannot be listed ({exc})") from None
+    if not children:
+        raise RouterError(
+            f"--adapters {root} holds no adapter folders; train some with "
+            f"`trainer train --env ... --out {root}/<cap>`"
+        )
+    loaded = [_capability(child) for child in children]
+    by_name: dict[str, Path] = {}
+    for capability, _ in loaded:
+        if capability.name in by_name:
+            raise RouterError(
+                f"{by_name[capability.name]} and {capability.path} both hold capability "
+                f"'{capability.name}'; keep one of them in {root}"
+            )
+        by_name[capability.name] = capability.path
+    first, first_training = loaded[0]
+    for capability, training in loaded[1:]:
+        if not same_model(capability.base_model, first.base_model):
+            raise RouterError(
+                f"{capability.path} was trained on {capability.base_model} but {first.path} on "
+                f"{first.base_model}; the router needs one base model: move one of them out"
+            )
+        for key in ("chat_template",):
+            if training.get(key) != first_training.get(key):
+                raise RouterError(
+                    f"{capability.path} was trained with {key} {training.get(key)!r} but "
+                    f"{first.path} with {first_training.get(key)!r}; retrain one so they match"
+                )
+        if training["config"].get("tool_format") != first_training["config"].get("tool_format"):
+            raise RouterError(
+                f"{capability.path} and {first.path} were trained with different tool formats; "
+                "retrain one so they match"
+            )
+    if model is not None and not same_model(model, first.base_model):
+        raise RouterError(
+            f"--model {model} is not the base model the adapters in {root} were trained on "
+            f"({first.base_model}); pass that model"
+        )
+    return CapabilitySet(
+        folder=root,
+        capabilities=tuple(c for c, _ in sorted(loaded, key=lambda pair: pair[0].name)),
+        base_model=first.base_model,
+        chat_template=first_training.get("chat_template"),
+        tool_format=str(first_training["config"].get("tool_format") or "json"),
+    )

@@ -1,0 +1,118 @@
+"""Routed inference: route each task on its first observation, hold the route, play it.
+
+`Router` turns the scorer's label log-probs (or the probe's probabilities) into
+a route per mode. `play` runs episodes with the trainer's rollout engine, one
+batch per (configuration, environment): the route is taken once per task and
+the configuration it names stays active for the whole episode.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from router.errors import RouterError
+from router.modes import Route, argmax_route, top_p_route
+from router.probe import Probe
+from router.scorer import LabelScorer, Scores
+from trainer.envs import EnvHandle
+from trainer.rollout import Episode, Generator, RolloutLimits, collect
+
+
+@dataclass
+class Task:
+    """One evaluation or routing task: an environment, a seed, its true label, its first observation."""
+
+    env: EnvHandle
+    seed: int
+    truth: str
+    messages: list[dict[str, Any]]
+
+
+def first_observation(env: EnvHandle, seed: int) -> list[dict[str, Any]]:
+    """The messages an environment opens with on `seed` (system policy, user request)."""
+    import json
+
+    try:
+        observation, _ = env.make().reset(seed=seed)
+        messages = json.loads(observation)
+    except Exception as exc:  # noqa: BLE001 - any environment failure is reported, not raised
+        raise RouterError(f"{env.env_id} failed to reset on seed {seed} ({exc!r})") from None
+    if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+        raise RouterError(f"{env.env_id}: the first observation is not a JSON list of messages")
+    return messages
+
+
+class Router:
+    """Routes from one scoring pass: argmax and top-p on label probabilities, probe on features."""
+
+    def __init__(self, scorer: LabelScorer, probe: Probe | None = None, top_p: float = 0.9) -> None:
+        self.scorer = scorer
+        self.probe = probe
+        self.top_p = top_p
+        self.targets = scorer.prompt.targets
+
+    def modes(self) -> list[str]:
+        return ["argmax", "top-p"] + (["probe"] if self.probe is not None else [])
+
+    def routes(self, scores: Scores) -> dict[str, Route]:
+        """Every available mode's route for one scored task."""
+        probabilities = self.scorer.probabilities(scores).tolist()
+        routes = {
+            "argmax": argmax_route(probabilities, self.targets),
+            "top-p": top_p_route(probabilities, self.targets, self.top_p),
+        }
+        if self.probe is not None:
+            features = scores.features.numpy()[None, :].astype(np.float64)
+            routes["probe"] = argmax_route(
+                self.probe.probabilities(features)[0].tolist(), self.probe.targets, "probe"
+            )
+        return routes
+
+    def route(self, messages: list[dict[str, Any]], mode: str) -> Route:
+        """The route of a first observation in `mode`."""
+        routes = self.routes(self.scorer.score(messages))
+        if mode not in routes:
+            raise RouterError(
+                f"--mode {mode} is not available (have {', '.join(routes)}); "
+                "`router fit` saves the probe"
+            )
+        return routes[mode]
+
+
+def play(
+    activate: Callable[[dict[str, float]], object],
+    generator: Generator,
+    tokenizer: Any,
+    tasks: Sequence[Task],
+    weights: Sequence[dict[str, float]],
+    limits: RolloutLimits,
+    tool_format: str,
+) -> list[Episode]:
+    """One episode per task, task i played with configuration `weights[i]` held throughout.
+
+    `activate(weights)` makes a configuration live (`AdapterBank.activate_weights`,
+    or the vLLM generator's LoRARequest).
+    """
+    batches: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for index, (task, chosen) in enumerate(zip(tasks, weights, strict=True)):
+        batches[(Route("play", "", chosen).key, task.env.env_id)].append(index)
+    played: list[Episode | None] = [None] * len(tasks)
+    for indices in batches.values():
+        activate(weights[indices[0]])
+        episodes = collect(
+            tasks[indices[0]].env,
+            generator,
+            tokenizer,
+            [tasks[i].seed for i in indices],
+            1,
+            limits,
+            tool_format,
+        )
+        for index, episode in zip(indices, episodes, strict=True):
+            played[index] = episode
+    return [e for e in played if e is not None]

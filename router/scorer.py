@@ -1,0 +1,102 @@
+"""Label log-probs (and the probe's features) from one forward pass of the frozen base model.
+
+The static prefix's KV cache is computed once per capability set; each route
+copies it and runs only the task's tokens. The features for the probe are the
+last hidden layer averaged over the task's tokens (the prefix is the same for
+every task, so it carries nothing that tells tasks apart), taken from the same pass.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from router.prompt import RoutingPrompt
+
+# A content-free task for contextual calibration (Zhao et al., 2021).
+CONTENT_FREE = [{"role": "system", "content": "N/A"}, {"role": "user", "content": "N/A"}]
+
+
+@dataclass
+class Scores:
+    """Log-probs of the label tokens (in label order) and the probe's feature vector."""
+
+    logprobs: torch.Tensor
+    features: torch.Tensor
+
+
+@contextlib.contextmanager
+def frozen(model: Any) -> Iterator[Any]:
+    """The base model with every adapter off, in eval mode, without gradients."""
+    disable = getattr(model, "disable_adapter", None)
+    with torch.no_grad(), disable() if disable is not None else contextlib.nullcontext():
+        was_training = model.training
+        model.eval()
+        try:
+            yield model
+        finally:
+            model.train(was_training)
+
+
+class LabelScorer:
+    """Scores tasks against one routing prompt; `cached=False` recomputes the prefix."""
+
+    def __init__(self, model: Any, prompt: RoutingPrompt, cached: bool = True) -> None:
+        self.model = model
+        self.prompt = prompt
+        self.cached = cached
+        self.device = next(model.parameters()).device
+        self.label_ids = torch.tensor(prompt.label_ids, device=self.device)
+        self.prefix_cache = None
+        if cached:
+            with frozen(model):
+                self.prefix_cache = model(
+                    input_ids=self._tensor(prompt.prefix_ids), use_cache=True
+                ).past_key_values
+        self.calibration: torch.Tensor | None = None
+
+    def _tensor(self, ids: list[int]) -> torch.Tensor:
+        return torch.tensor([ids], dtype=torch.long, device=self.device)
+
+    def score_ids(self, task_ids: list[int]) -> Scores:
+        """Log-probs of the labels after prefix + `task_ids` (no calibration)."""
+        with frozen(self.model):
+            if self.cached:
+                output = self.model(
+                    input_ids=self._tensor(task_ids),
+                    past_key_values=copy.deepcopy(self.prefix_cache),
+                    use_cache=True,
+                    output_hidden_states=True,
+                    logits_to_keep=1,
+                )
+                hidden = output.hidden_states[-1][0]
+            else:
+                output = self.model(
+                    input_ids=self._tensor(self.prompt.prefix_ids + task_ids),
+                    use_cache=False,
+                    output_hidden_states=True,
+                    logits_to_keep=1,
+                )
+                hidden = output.hidden_states[-1][0, len(self.prompt.prefix_ids) :]
+            logprobs = torch.log_softmax(output.logits[0, -1].float(), dim=-1)
+            return Scores(logprobs[self.label_ids].cpu(), hidden.float().mean(0).cpu())
+
+    def calibrate(self) -> None:
+        """Contextual calibration: later scores subtract a content-free task's label log-probs."""
+        self.calibration = self.score_ids(self.prompt.task_ids(CONTENT_FREE)).logprobs
+
+    def score(self, messages: list[dict[str, Any]]) -> Scores:
+        """Scores of a task's first observation (calibrated when `calibrate` was called)."""
+        scores = self.score_ids(self.prompt.task_ids(messages))
+        if self.calibration is not None:
+            scores.logprobs = scores.logprobs - self.calibration
+        return scores
+
+    def probabilities(self, scores: Scores) -> torch.Tensor:
+        """The label log-probs renormalised over the labels."""
+        return torch.softmax(scores.logprobs, dim=-1)

@@ -1,0 +1,240 @@
+"""`router serve`: the routed agent behind an OpenAI-compatible chat-completions endpoint.
+
+`POST /v1/chat/completions` (messages, tools, tool_choice, temperature,
+max_tokens) and `GET /v1/models`. A conversation is routed on its first
+observation (system and first user message) and keeps that route on later
+turns; `model` set to an adapter's name (or "base") pins that configuration
+instead. The route is reported in the response (`route`) and the
+`X-Trace-Route` header. Written on the standard library's threading HTTP
+server: requests share one model, so they are served one at a time anyway,
+and no web framework is needed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from router.errors import RouterError
+from router.modes import Route
+from router.prompt import BASE
+from trainer.parsing import parse_tool_calls
+
+ROUTER_MODEL = "trace-router"
+MAX_BODY = 8_000_000
+MAX_ROUTES = 10_000
+
+
+class ChatRequest(BaseModel):
+    """The chat-completions fields this server reads (others are accepted and ignored)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: str = ROUTER_MODEL
+    messages: list[dict[str, Any]] = Field(min_length=1, max_length=10_000)
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_tokens: int | None = Field(default=None, ge=1, le=32_768)
+    max_completion_tokens: int | None = Field(default=None, ge=1, le=32_768)
+    stream: Literal[False] | None = None
+
+
+def _text(content: Any) -> str:
+    """OpenAI message content (a string or a list of text parts) as a string."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
+    return ""
+
+
+def normalise(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Messages with string content and well-formed tool calls (what chat templates expect)."""
+    out = []
+    for message in messages:
+        role = message.get("role")
+        if role not in ("system", "developer", "user", "assistant", "tool"):
+            raise RouterError(f"messages: unknown role {role!r:.40}")
+        item: dict[str, Any] = {"role": "system" if role == "developer" else role, "content": _text(message.get("content"))}
+        calls = message.get("tool_calls")
+        if role == "assistant" and isinstance(calls, list) and calls:
+            item["tool_calls"] = [
+                {
+                    "id": str(c.get("id", f"call_{i}")),
+                    "type": "function",
+                    "function": {
+                        "name": str(c["function"].get("name", "")),
+                        "arguments": c["function"].get("arguments") if isinstance(c["function"].get("arguments"), str) else json.dumps(c["function"].get("arguments") or {}),
+                    },
+                }
+                for i, c in enumerate(calls)
+                if isinstance(c, dict) and isinstance(c.get("function"), dict)
+            ]
+        if role == "tool":
+            item["tool_call_id"] = str(message.get("tool_call_id", ""))
+            item["name"] = str(message.get("name", "tool"))
+        out.append(item)
+    return out
+
+
+def conversation_key(messages: list[dict[str, Any]]) -> str:
+    """A conversation's identity: its system message and first user message."""
+    system = next((m["content"] for m in messages if m["role"] == "system"), "")
+    user = next((m["content"] for m in messages if m["role"] == "user"), "")
+    return hashlib.sha256(json.dumps([system, user]).encode()).hexdigest()
+
+
+class Backend(Protocol):
+    """What the server needs from a model: names, routing, completion under a route."""
+
+    def names(self) -> list[str]: ...
+
+    def route(self, messages: list[dict[str, Any]]) -> Route: ...
+
+    def complete(self, request: ChatRequest, messages: list[dict[str, Any]], route: Route) -> tuple[str, int, int, str]:
+        """(text, prompt tokens, completion tokens, finish reason)."""
+        ...
+
+
+def pinned(name: str, names: list[str]) -> Route | None:
+    """The route a request's `model` pins, or None to let the router choose."""
+    if name == BASE:
+        return Route("pinned", BASE, {})
+    if name in names:
+        return Route("pinned", name, {name: 1.0})
+    return None
+
+
+class RoutedChat:
+    """Routes conversations, remembers their routes, and answers in OpenAI's format."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self.routes: OrderedDict[str, Route] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def models(self) -> dict[str, Any]:
+        created = int(time.time())
+        names = [ROUTER_MODEL, BASE, *self.backend.names()]
+        return {"object": "list", "data": [{"id": n, "object": "model", "created": created, "owned_by": "trace-factory"} for n in names]}
+
+    def _route(self, request: ChatRequest, messages: list[dict[str, Any]]) -> Route:
+        fixed = pinned(request.model, self.backend.names())
+        if fixed is not None:
+            return fixed
+        key = conversation_key(messages)
+        if key in self.routes:
+            self.routes.move_to_end(key)
+            return self.routes[key]
+        route = self.backend.route(messages)
+        self.routes[key] = route
+        if len(self.routes) > MAX_ROUTES:
+            self.routes.popitem(last=False)
+        return route
+
+    def complete(self, request: ChatRequest) -> dict[str, Any]:
+        messages = normalise(request.messages)
+        if not any(m["role"] == "user" for m in messages):
+            raise RouterError("messages: a conversation needs at least one user message")
+        with self.lock:
+            route = self._route(request, messages)
+            text, prompt_tokens, completion_tokens, finish = self.backend.complete(request, messages, route)
+        content, calls = (text, []) if not request.tools or request.tool_choice == "none" else parse_tool_calls(text)
+        message: dict[str, Any] = {"role": "assistant", "content": content or (None if calls else "")}
+        if calls:
+            message["tool_calls"] = [
+                {"id": f"call_{uuid.uuid4().hex[:12]}", "type": "function", "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])}}
+                for c in calls
+            ]
+            finish = "tool_calls"
+        return {
+            "id": f"chatcmpl-{uuid.uuid4().hex}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": request.model,
+            "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens},
+            "route": route.as_dict(),
+        }
+
+
+def _error(status: int, message: str, kind: str = "invalid_request_error") -> tuple[int, dict[str, Any]]:
+    return status, {"error": {"message": message, "type": kind, "param": None, "code": status}}
+
+
+def make_handler(chat: RoutedChat) -> type[BaseHTTPRequestHandler]:
+    """A request handler class bound to `chat`."""
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
+            return
+
+        def _send(self, status: int, body: dict[str, Any], route: Route | None = None) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            if route is not None:
+                self.send_header("X-Trace-Route", route.key)
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+            if self.path.rstrip("/") in ("/v1/models", "/models"):
+                self._send(200, chat.models())
+            elif self.path.rstrip("/") in ("/health", ""):
+                self._send(200, {"status": "ok"})
+            else:
+                self._send(*_error(404, f"no route {self.path}; use POST /v1/chat/completions or GET /v1/models", "not_found"))
+
+        def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+            if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
+                self._send(*_error(404, f"no route {self.path}; use POST /v1/chat/completions", "not_found"))
+                return
+            try:
+                length = int(self.headers.get("Content-Length") or 0)
+            except ValueError:
+                length = -1
+            if not 0 < length <= MAX_BODY:
+                self.close_connection = True
+                self._send(*_error(413 if length > MAX_BODY else 400, f"the body must be JSON of 1 to {MAX_BODY} bytes with a Content-Length"))
+                return
+            try:
+                request = ChatRequest.model_validate_json(self.rfile.read(length))
+                response = chat.complete(request)
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                where = ".".join(str(p) for p in first["loc"]) or "body"
+                hint = " (streaming is not supported; send stream: false)" if where == "stream" else ""
+                self._send(*_error(400, f"{where}: {first['msg']}{hint}"))
+                return
+            except RouterError as exc:
+                self._send(*_error(400, str(exc)))
+                return
+            except Exception as exc:  # noqa: BLE001 - a failed generation answers 500, the server stays up
+                self._send(*_error(500, f"generation failed: {type(exc).__name__}: {exc}"[:500], "server_error"))
+                return
+            self._send(200, response, Route(**{k: response["route"][k] for k in ("mode", "target")}, weights=response["route"]["adapters"]))
+
+    return Handler
+
+
+def make_server(chat: RoutedChat, host: str, port: int) -> ThreadingHTTPServer:
+    """The HTTP server (not yet serving); port 0 picks a free one."""
+    try:
+        server = ThreadingHTTPServer((host, port), make_handler(chat))
+    except OSError as exc:
+        raise RouterError(f"cannot listen on {host}:{port} ({exc}); choose another --port") from None
+    server.daemon_threads = True
+    return server

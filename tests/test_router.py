@@ -1,0 +1,284 @@
+"""The router with a tiny random model: labels, cached scoring, top-p mixes, probe, eval, serve."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from router.adapters import AdapterBank
+from router.capabilities import load_capabilities
+from router.cli import main
+from router.modes import argmax_route, top_p_route
+from router.probe import fit_probe, load_probe, save_probe
+from router.prompt import BASE, RoutingPrompt
+from router.routed import Router, first_observation
+from router.scorer import LabelScorer
+from router.serve import RoutedChat, make_server
+from router.vllm import write_mix
+from tests.conftest import ROOT
+from trainer.cli import main as trainer_main
+from trainer.envs import resolve_env
+from trainer.models import load_base
+
+ENVS = {
+    name: str(ROOT / "generated_envs" / name)
+    for name in ("permission_error_recovery", "date_time_recovery")
+}
+BASE_ENV = str(ROOT / "generated_envs" / "multi_step_task_completion")
+
+
+@pytest.fixture(scope="module")
+def adapters(tiny_model_dir, tmp_path_factory) -> Path:
+    """Two tiny adapters (one GRPO iteration each) on two phone-kit capabilities."""
+    folder = tmp_path_factory.mktemp("adapters")
+    for seed, (name, env) in enumerate(ENVS.items()):
+        code = trainer_main(
+            ["train", "--env", env, "--model", str(tiny_model_dir), "--out", str(folder / name),
+             "--iterations", "1", "--groups", "1", "--group-size", "2", "--max-new-tokens", "4",
+             "--max-turns", "1", "--lora-rank", "4", "--seed", str(seed)]
+        )  # fmt: skip
+        assert code == 0
+        # Random LoRA B starts at zero: make the two adapters differ from the base.
+        path = folder / name / "adapter_model.safetensors"
+        from safetensors.torch import load_file, save_file
+
+        tensors = {k: v + 0.05 * torch.randn_like(v) for k, v in load_file(str(path)).items()}
+        save_file(tensors, str(path))
+    return folder
+
+
+def _loaded(tiny_model_dir, adapters):
+    capabilities = load_capabilities(adapters, str(tiny_model_dir))
+    base, tokenizer = load_base(str(tiny_model_dir))
+    bank = AdapterBank(base, capabilities)
+    prompt = RoutingPrompt(capabilities, tokenizer, example_tokens=60, task_tokens=120)
+    return capabilities, bank, tokenizer, prompt
+
+
+def test_labels_are_single_tokens_in_context(tiny_model_dir, adapters) -> None:
+    _, _, tokenizer, prompt = _loaded(tiny_model_dir, adapters)
+    assert prompt.targets == [*sorted(ENVS), BASE]
+    task = prompt.task_text(first_observation(resolve_env(ENVS["date_time_recovery"]), 2**30))
+    before = tokenizer(task, add_special_tokens=False)["input_ids"]
+    for label in prompt.labels:
+        ids = tokenizer(task + label.text, add_special_tokens=False)["input_ids"]
+        assert ids[:-1] == before and ids[-1] == label.token_id
+    assert len(set(prompt.label_ids)) == len(prompt.labels)
+    assert "Specialist A" in prompt.static and "date_time_recovery" in prompt.static
+
+
+def test_cached_and_uncached_scores_agree(tiny_model_dir, adapters) -> None:
+    _, bank, _, prompt = _loaded(tiny_model_dir, adapters)
+    cached, uncached = LabelScorer(bank.model, prompt), LabelScorer(bank.model, prompt, cached=False)
+    for env in ENVS.values():
+        messages = first_observation(resolve_env(env), 2**30 + 3)
+        a, b = cached.score(messages), uncached.score(messages)
+        torch.testing.assert_close(a.logprobs, b.logprobs, atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(a.features, b.features, atol=1e-4, rtol=1e-4)
+        # The scorer reads the frozen base model: the active adapter changes nothing.
+        bank.activate_weights({"date_time_recovery": 1.0})
+        torch.testing.assert_close(cached.score(messages).logprobs, a.logprobs)
+        bank.activate_weights({})
+
+
+def test_top_p_mix_is_w_plus_weighted_lora_deltas(tiny_model_dir, adapters, tmp_path) -> None:
+    capabilities, bank, _, _ = _loaded(tiny_model_dir, adapters)
+    weights = {"date_time_recovery": 0.7, "permission_error_recovery": 0.3}
+    bank.activate_weights(weights)
+    layer = bank.model.base_model.model.model.layers[0].self_attn.q_proj
+    x = torch.randn(3, layer.in_features)
+    with torch.no_grad():
+        expected = layer.base_layer(x)
+        for name, alpha in weights.items():
+            delta = layer.lora_B[name].weight @ layer.lora_A[name].weight * layer.scaling[name]
+            expected = expected + alpha * x @ delta.T
+        torch.testing.assert_close(layer(x), expected, atol=1e-5, rtol=1e-5)
+    # Rank of the mix is the sum of the ranks, so one adapter file serves it.
+    assert bank.model.peft_config[bank.active].r == 8
+    # The file-level mix (vLLM path) holds the same tensors as peft's.
+    folder = write_mix(capabilities, weights, tmp_path / "mix")
+    from safetensors.torch import load_file
+
+    mixed = load_file(str(folder / "adapter_model.safetensors"))
+    key = next(k for k in mixed if "layers.0.self_attn.q_proj.lora_A" in k)
+    a, b = mixed[key], mixed[key.replace("lora_A", "lora_B")]
+    with torch.no_grad():
+        peft_delta = layer.lora_B[bank.active].weight @ layer.lora_A[bank.active].weight
+        torch.testing.assert_close(b @ a, peft_delta, atol=1e-6, rtol=1e-5)
+    config = json.loads((folder / "adapter_config.json").read_text())
+    assert config["r"] == config["lora_alpha"] == 8
+
+
+def test_switching_and_base_route(tiny_model_dir, adapters) -> None:
+    _, bank, tokenizer, _ = _loaded(tiny_model_dir, adapters)
+    ids = torch.tensor([tokenizer("hello")["input_ids"]])
+    outputs = {}
+    for key, weights in {"base": {}, "a": {"date_time_recovery": 1.0}, "b": {"permission_error_recovery": 1.0}}.items():
+        bank.activate_weights(weights)
+        with torch.no_grad():
+            outputs[key] = bank.model(input_ids=ids).logits
+    with torch.no_grad(), bank.model.disable_adapter():
+        plain = bank.model(input_ids=ids).logits
+    torch.testing.assert_close(outputs["base"], plain)
+    assert not torch.allclose(outputs["a"], outputs["b"])
+
+
+def test_modes() -> None:
+    targets = ["a", "b", BASE]
+    assert argmax_route([0.2, 0.5, 0.3], targets).weights == {"b": 1.0}
+    assert argmax_route([0.2, 0.1, 0.7], targets).weights == {}
+    route = top_p_route([0.5, 0.3, 0.2], targets, 0.75)
+    assert route.weights == {"a": 0.625, "b": 0.375} and route.target == "a"
+    route = top_p_route([0.5, 0.1, 0.4], targets, 0.8)
+    assert route.weights == {"a": round(0.5 / 0.9, 4)}  # base keeps its share: pulled toward W
+
+
+def test_probe_fits_and_predicts(tmp_path) -> None:
+    rng = np.random.default_rng(0)
+    targets = ["a", "b", BASE]
+    centres = rng.normal(size=(3, 16)) * 3
+    labels = [targets[i % 3] for i in range(90)]
+    features = np.stack([centres[i % 3] + rng.normal(size=16) for i in range(90)])
+    probe = fit_probe(features, labels, targets, "fp", "model")
+    assert probe.train_accuracy == 1.0
+    save_probe(probe, tmp_path, force=False)
+    loaded = load_probe(tmp_path, "fp", targets)
+    assert loaded is not None
+    test = np.stack([centres[i] + rng.normal(size=16) for i in range(3)])
+    assert loaded.probabilities(test).argmax(axis=1).tolist() == [0, 1, 2]
+    from router.errors import RouterError
+
+    with pytest.raises(RouterError, match="exists"):
+        save_probe(probe, tmp_path, force=False)
+    with pytest.raises(RouterError, match="another capability set"):
+        load_probe(tmp_path, "other", targets)
+    (tmp_path / "router_probe.json").write_text('{"targets": [1], "mean": "x"}')
+    with pytest.raises(RouterError, match="not a router probe|inconsistent"):
+        load_probe(tmp_path, "fp", targets)
+
+
+def test_fit_eval_and_route_commands(tiny_model_dir, adapters, tmp_path, capsys) -> None:
+    common = ["--adapters", str(adapters), "--model", str(tiny_model_dir), "--example-tokens", "40", "--task-tokens", "64"]
+    assert main(["fit", *common, "--envs", *ENVS.values(), "--base-envs", BASE_ENV, "--examples", "6"]) == 0
+    assert "probe fitted" in capsys.readouterr().out
+    assert main(["route", *common, "--env", ENVS["date_time_recovery"], "--mode", "probe"]) == 0
+    route = json.loads(capsys.readouterr().out)
+    assert route["mode"] == "probe" and set(route["probabilities"]) == {*ENVS, BASE}
+    out = tmp_path / "eval"
+    code = main(["eval", *common, "--envs", *ENVS.values(), "--base-envs", BASE_ENV, "--episodes", "2",
+                 "--out", str(out), "--max-turns", "1", "--max-new-tokens", "4"])  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    report = json.loads((out / "report.json").read_text())
+    assert set(report["routing"]) == {"argmax", "top-p", "probe"}
+    assert {"base model", "uniform merge", "oracle", "routed: argmax", "routed: probe"} <= set(report["success"])
+    assert report["tasks"] == 6 and min(report["seeds"]) >= 2**30
+    for row in report["success"].values():
+        assert 0 <= row["ci95"][0] <= row["rate"] <= row["ci95"][1] <= 1
+    assert (out / "confusion.png").stat().st_size > 0 and (out / "success.png").is_file()
+    # The oracle plays each task with its true adapter: it matches the single adapter on its tasks.
+    for task in report["per_task"]:
+        if task["truth"] != BASE:
+            assert task["success"]["oracle"] == task["success"][f"single: {task['truth']}"]
+    # A second eval into the same folder needs --force; a folder it did not write is never replaced.
+    assert main(["eval", *common, "--episodes", "1", "--out", str(out)]) == 2
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("keep")
+    assert main(["eval", *common, "--episodes", "1", "--out", str(foreign), "--force"]) == 2
+    assert (foreign / "notes.txt").read_text() == "keep"
+
+
+@pytest.mark.parametrize(
+    "breakage, message",
+    [
+        ("empty", "holds no adapter folders"),
+        ("no_trace", "has no trace.json"),
+        ("duplicate", "both hold capability"),
+        ("other_base", "the router needs one base model"),
+        ("bad_json", "cannot be read as JSON"),
+        ("not_a_folder", "is not a folder"),
+    ],
+)
+def test_bad_adapter_folders_exit_2(adapters, tiny_model_dir, tmp_path, capsys, breakage, message) -> None:
+    folder = tmp_path / "set"
+    if breakage == "not_a_folder":
+        folder.write_text("x")
+    else:
+        shutil.copytree(adapters, folder, ignore=shutil.ignore_patterns("router_probe.json"))
+    trace = folder / "date_time_recovery" / "trace.json"
+    if breakage == "empty":
+        for child in folder.iterdir():
+            shutil.rmtree(child)
+    elif breakage == "no_trace":
+        trace.unlink()
+    elif breakage == "duplicate":
+        shutil.copytree(folder / "date_time_recovery", folder / "copy")
+    elif breakage == "other_base":
+        data = json.loads(trace.read_text())
+        trace.write_text(json.dumps({**data, "base_model": "org/other-model"}))
+    elif breakage == "bad_json":
+        trace.write_text("[" * 100_000)
+    code = main(["route", "--adapters", str(folder), "--model", str(tiny_model_dir), "--env", ENVS["date_time_recovery"]])
+    assert code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_model_other_than_the_adapters_base_exits_2(adapters, capsys) -> None:
+    assert main(["route", "--adapters", str(adapters), "--model", "org/another", "--env", ENVS["date_time_recovery"]]) == 2
+    assert "not the base model" in capsys.readouterr().err
+
+
+def test_serve_answers_the_openai_client_and_keeps_routes(tiny_model_dir, adapters) -> None:
+    import openai
+
+    from router.backends import TransformersBackend
+
+    capabilities, bank, tokenizer, prompt = _loaded(tiny_model_dir, adapters)
+    router = Router(LabelScorer(bank.model, prompt))
+    backend = TransformersBackend(bank, router, tokenizer, capabilities.tool_format, "argmax")
+    script = iter(['<tool_call>{"name": "get_current_timestamp", "arguments": {}}</tool_call>', "It is 5pm."])
+    real_complete = backend.complete
+
+    def complete(request, messages, route):  # the tiny model's text is random: script it
+        text, prompt_tokens, completion_tokens, finish = real_complete(request, messages, route)
+        return next(script), prompt_tokens, completion_tokens, finish
+
+    backend.complete = complete
+    chat = RoutedChat(backend)
+    server = make_server(chat, "127.0.0.1", 0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{server.server_address[1]}/v1", api_key="x", max_retries=0)
+        assert {m.id for m in client.models.list()} == {"trace-router", BASE, *ENVS}
+        messages = first_observation(resolve_env(ENVS["date_time_recovery"]), 2**30)
+        tools = resolve_env(ENVS["date_time_recovery"]).make().reset(seed=2**30)[1]["tools"]
+        first = client.chat.completions.create(model="trace-router", messages=messages, tools=tools, max_tokens=5)
+        call = first.choices[0].message.tool_calls[0]
+        assert call.function.name == "get_current_timestamp" and json.loads(call.function.arguments) == {}
+        assert first.choices[0].finish_reason == "tool_calls"
+        route = first.model_extra["route"]
+        follow = [
+            *messages,
+            first.choices[0].message.model_dump(exclude_none=True),
+            {"role": "tool", "tool_call_id": call.id, "content": "2025-01-01T17:00:00"},
+        ]
+        second = client.chat.completions.create(model="trace-router", messages=follow, tools=tools, max_tokens=5)
+        assert second.choices[0].message.content == "It is 5pm."
+        assert second.model_extra["route"] == route  # the conversation keeps its route
+        assert len(chat.routes) == 1
+        with pytest.raises(openai.BadRequestError, match="messages"):
+            client.chat.completions.create(model="trace-router", messages=[])
+        with pytest.raises(openai.BadRequestError, match="stream"):
+            client.chat.completions.create(model="trace-router", messages=messages, stream=True)
+        with pytest.raises(openai.BadRequestError, match="temperature"):
+            client.chat.completions.create(model="trace-router", messages=messages, temperature=7)
+    finally:
+        server.shutdown()
+        server.server_close()
