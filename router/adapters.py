@@ -30,7 +30,9 @@ class AdapterBank:
         self.capabilities = capabilities
         first, *rest = capabilities.capabilities
         try:
-            self.model = PeftModel.from_pretrained(base, first.path, adapter_name=first.name)
+            self.model = PeftModel.from_pretrained(
+                base, first.path, adapter_name=first.name
+            )
             for capability in rest:
                 self.model.load_adapter(capability.path, adapter_name=capability.name)
         except (ValueError, RuntimeError, KeyError, OSError) as exc:
@@ -66,7 +68,9 @@ class AdapterBank:
         """The loaded adapter that applies `weights` (built when first asked for)."""
         unknown = set(weights) - set(self.capabilities.names)
         if unknown:
-            raise RouterError(f"no adapters named {sorted(unknown)}; have {self.capabilities.names}")
+            raise RouterError(
+                f"no adapters named {sorted(unknown)}; have {self.capabilities.names}"
+            )
         if len(weights) == 1 and abs(next(iter(weights.values())) - 1) < 1e-9:
             return next(iter(weights))
         return self._mix(weights)

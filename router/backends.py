@@ -30,7 +30,14 @@ def _budget(request: ChatRequest) -> int:
 class TransformersBackend:
     """One base model with all adapters (peft); the route's configuration is activated per request."""
 
-    def __init__(self, bank: AdapterBank, router: Router, tokenizer: Any, tool_format: str, mode: str) -> None:
+    def __init__(
+        self,
+        bank: AdapterBank,
+        router: Router,
+        tokenizer: Any,
+        tool_format: str,
+        mode: str,
+    ) -> None:
         self.bank = bank
         self.router = router
         self.tokenizer = tokenizer
@@ -44,15 +51,25 @@ class TransformersBackend:
         return self.router.route(messages, self.mode)
 
     @torch.no_grad()
-    def complete(self, request: ChatRequest, messages: list[dict[str, Any]], route: Route) -> tuple[str, int, int, str]:
+    def complete(
+        self, request: ChatRequest, messages: list[dict[str, Any]], route: Route
+    ) -> tuple[str, int, int, str]:
         self.bank.activate(route)
-        ids = ChatFormat(self.tokenizer, request.tools or [], self.tool_format).prompt(messages)
+        ids = ChatFormat(self.tokenizer, request.tools or [], self.tool_format).prompt(
+            messages
+        )
         model = self.bank.model
         temperature = 1.0 if request.temperature is None else request.temperature
-        sampling = {"do_sample": True, "temperature": temperature, "top_k": 0} if temperature > 0 else {"do_sample": False}
+        sampling = (
+            {"do_sample": True, "temperature": temperature, "top_k": 0}
+            if temperature > 0
+            else {"do_sample": False}
+        )
         output = model.generate(
             input_ids=torch.tensor([ids], device=next(model.parameters()).device),
-            attention_mask=torch.ones(1, len(ids), dtype=torch.long, device=next(model.parameters()).device),
+            attention_mask=torch.ones(
+                1, len(ids), dtype=torch.long, device=next(model.parameters()).device
+            ),
             max_new_tokens=_budget(request),
             eos_token_id=self.tokenizer.eos_token_id,
             pad_token_id=self.tokenizer.pad_token_id,
@@ -99,7 +116,9 @@ class VLLMServerBackend:
         return self.capabilities.names
 
     def route(self, messages: list[dict[str, Any]]) -> Route:
-        logprobs = server_label_logprobs(self.client, self.served_model, self.prompt, messages)
+        logprobs = server_label_logprobs(
+            self.client, self.served_model, self.prompt, messages
+        )
         probabilities = torch.softmax(torch.tensor(logprobs), dim=-1).tolist()
         if self.mode == "top-p":
             return top_p_route(probabilities, self.prompt.targets, self.top_p)
@@ -110,18 +129,29 @@ class VLLMServerBackend:
             return self.served_model
         name, _, path = self.files.path(route.weights)
         if name not in self.capabilities.names and name not in self.loaded:
-            self.client.post("/load_lora_adapter", body={"lora_name": name, "lora_path": path}, cast_to=object)
+            self.client.post(
+                "/load_lora_adapter",
+                body={"lora_name": name, "lora_path": path},
+                cast_to=object,
+            )
             self.loaded.add(name)
         return name
 
-    def complete(self, request: ChatRequest, messages: list[dict[str, Any]], route: Route) -> tuple[str, int, int, str]:
-        ids = ChatFormat(self.tokenizer, request.tools or [], self.tool_format).prompt(messages)
+    def complete(
+        self, request: ChatRequest, messages: list[dict[str, Any]], route: Route
+    ) -> tuple[str, int, int, str]:
+        ids = ChatFormat(self.tokenizer, request.tools or [], self.tool_format).prompt(
+            messages
+        )
         answer = self.client.completions.create(
             model=self._model_for(route),
             prompt=ids,
             max_tokens=_budget(request),
             temperature=1.0 if request.temperature is None else request.temperature,
-            extra_body={"stop_token_ids": [self.tokenizer.eos_token_id], "skip_special_tokens": True},
+            extra_body={
+                "stop_token_ids": [self.tokenizer.eos_token_id],
+                "skip_special_tokens": True,
+            },
         )
         choice = answer.choices[0]
         usage = answer.usage

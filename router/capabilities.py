@@ -53,7 +53,9 @@ class CapabilitySet:
         for capability in self.capabilities:
             if capability.name == name:
                 return capability
-        raise RouterError(f"no adapter named '{name}' in {self.folder}; have {self.names}")
+        raise RouterError(
+            f"no adapter named '{name}' in {self.folder}; have {self.names}"
+        )
 
 
 def read_json(path: Path, what: str) -> Any:
@@ -102,7 +104,9 @@ def _capability(folder: Path) -> tuple[Capability, dict[str, Any]]:
         )
     example = trace.get("example_trajectory") or []
     if not isinstance(example, list) or not all(isinstance(m, dict) for m in example):
-        raise RouterError(f"{trace_path}: 'example_trajectory' must be a list of messages")
+        raise RouterError(
+            f"{trace_path}: 'example_trajectory' must be a list of messages"
+        )
     training = trace.get("training") or {}
     config = training.get("config") if isinstance(training, dict) else None
     if not isinstance(training, dict) or not isinstance(config, dict):
@@ -110,7 +114,9 @@ def _capability(folder: Path) -> tuple[Capability, dict[str, Any]]:
     adapter_config = read_json(folder / "adapter_config.json", hint)
     rank = adapter_config.get("r") if isinstance(adapter_config, dict) else None
     if not isinstance(rank, int) or rank < 1:
-        raise RouterError(f"{folder / 'adapter_config.json'}: 'r' must be a positive integer")
+        raise RouterError(
+            f"{folder / 'adapter_config.json'}: 'r' must be a positive integer"
+        )
     capability = Capability(
         name=name,
         title=str(trace.get("title") or name),
@@ -129,7 +135,9 @@ def same_model(a: str, b: str) -> bool:
     """Whether two model references name one model (same string, path or file name)."""
     if a == b or Path(a).name == Path(b).name:
         return True
-    return Path(a).exists() and Path(b).exists() and Path(a).resolve() == Path(b).resolve()
+    return (
+        Path(a).exists() and Path(b).exists() and Path(a).resolve() == Path(b).resolve()
+    )
 
 
 def load_capabilities(folder: str | Path, model: str | None = None) -> CapabilitySet:
@@ -140,7 +148,9 @@ def load_capabilities(folder: str | Path, model: str | None = None) -> Capabilit
             f"--adapters {root} is not a folder; give the folder holding adapters/<cap>/"
         )
     try:
-        children = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+        children = sorted(
+            p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")
+        )
     except OSError as exc:
         raise RouterError(f"--adapters {root} cannot be listed ({exc})") from None
     if not children:
@@ -170,7 +180,9 @@ def load_capabilities(folder: str | Path, model: str | None = None) -> Capabilit
                     f"{capability.path} was trained with {key} {training.get(key)!r} but "
                     f"{first.path} with {first_training.get(key)!r}; retrain one so they match"
                 )
-        if training["config"].get("tool_format") != first_training["config"].get("tool_format"):
+        if training["config"].get("tool_format") != first_training["config"].get(
+            "tool_format"
+        ):
             raise RouterError(
                 f"{capability.path} and {first.path} were trained with different tool formats; "
                 "retrain one so they match"

@@ -9,6 +9,7 @@ router serve --adapters DIR --model M [--host 127.0.0.1] [--port 8000] [--backen
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import shutil
@@ -43,9 +44,13 @@ def _load(arguments: argparse.Namespace, need_probe: bool = False) -> Loaded:
     from trainer.models import load_base
 
     capabilities = load_capabilities(arguments.adapters, arguments.model)
-    base, tokenizer = load_base(arguments.model, chat_template=capabilities.chat_template)
+    base, tokenizer = load_base(
+        arguments.model, chat_template=capabilities.chat_template
+    )
     bank = AdapterBank(base, capabilities)
-    prompt = RoutingPrompt(capabilities, tokenizer, arguments.example_tokens, arguments.task_tokens)
+    prompt = RoutingPrompt(
+        capabilities, tokenizer, arguments.example_tokens, arguments.task_tokens
+    )
     scorer = LabelScorer(bank.model, prompt)
     if arguments.calibrate:
         scorer.calibrate()
@@ -57,7 +62,9 @@ def _load(arguments: argparse.Namespace, need_probe: bool = False) -> Loaded:
     return Loaded(capabilities, bank, tokenizer, Router(scorer, probe, arguments.top_p))
 
 
-def _environments(arguments: argparse.Namespace, capabilities: CapabilitySet) -> list[tuple[Any, str]]:
+def _environments(
+    arguments: argparse.Namespace, capabilities: CapabilitySet
+) -> list[tuple[Any, str]]:
     """(environment, true target) pairs: --envs (or each adapter's own) and --base-envs."""
     from router.prompt import BASE
     from trainer.envs import resolve_env
@@ -75,7 +82,12 @@ def _environments(arguments: argparse.Namespace, capabilities: CapabilitySet) ->
     if not arguments.envs:
         for capability in capabilities.capabilities:
             try:
-                chosen.append((resolve_env(capability.package or capability.env_id), capability.name))
+                chosen.append(
+                    (
+                        resolve_env(capability.package or capability.env_id),
+                        capability.name,
+                    )
+                )
             except Exception as exc:  # noqa: BLE001 - any lookup failure gets the same fix
                 raise RouterError(
                     f"the environment of {capability.name} ({capability.env_id}) is not installed "
@@ -85,7 +97,12 @@ def _environments(arguments: argparse.Namespace, capabilities: CapabilitySet) ->
     return chosen
 
 
-def _tasks(arguments: argparse.Namespace, capabilities: CapabilitySet, count: int, first_seed: int) -> list[Any]:
+def _tasks(
+    arguments: argparse.Namespace,
+    capabilities: CapabilitySet,
+    count: int,
+    first_seed: int,
+) -> list[Any]:
     from router.routed import Task, first_observation
 
     return [
@@ -102,9 +119,15 @@ def _route(arguments: argparse.Namespace) -> int:
     if arguments.messages:
         from router.capabilities import read_json
 
-        messages = read_json(Path(arguments.messages), "give a JSON list of chat messages")
-        if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
-            raise RouterError(f"--messages {arguments.messages} must hold a JSON list of chat messages")
+        messages = read_json(
+            Path(arguments.messages), "give a JSON list of chat messages"
+        )
+        if not isinstance(messages, list) or not all(
+            isinstance(m, dict) for m in messages
+        ):
+            raise RouterError(
+                f"--messages {arguments.messages} must hold a JSON list of chat messages"
+            )
     elif arguments.env:
         messages = first_observation(resolve_env(arguments.env), arguments.seed)
     else:
@@ -122,13 +145,20 @@ def _fit(arguments: argparse.Namespace) -> int:
     if not 2 <= arguments.examples <= 100_000:
         raise RouterError("--examples must be between 2 and 100000 per environment")
     if not arguments.base_envs:
-        raise RouterError("--base-envs: give at least one environment whose tasks need no adapter")
+        raise RouterError(
+            "--base-envs: give at least one environment whose tasks need no adapter"
+        )
     loaded = _load(arguments)
-    tasks = _tasks(arguments, loaded.capabilities, arguments.examples, arguments.first_seed)
+    tasks = _tasks(
+        arguments, loaded.capabilities, arguments.examples, arguments.first_seed
+    )
     from tqdm import tqdm
 
     features = np.stack(
-        [loaded.router.scorer.score(t.messages).features.numpy() for t in tqdm(tasks, desc="features", unit="task")]
+        [
+            loaded.router.scorer.score(t.messages).features.numpy()
+            for t in tqdm(tasks, desc="features", unit="task")
+        ]
     ).astype(np.float64)
     prompt = loaded.router.scorer.prompt
     probe = fit_probe(
@@ -140,14 +170,18 @@ def _fit(arguments: argparse.Namespace) -> int:
         arguments.regularisation,
     )
     path = save_probe(probe, loaded.capabilities.folder, arguments.force)
-    print(f"probe fitted on {len(tasks)} examples (training accuracy {probe.train_accuracy:.3f}); saved to {path}")
+    print(
+        f"probe fitted on {len(tasks)} examples (training accuracy {probe.train_accuracy:.3f}); saved to {path}"
+    )
     return 0
 
 
 def _prepare_out(out: Path, force: bool) -> Path:
     """A fresh temporary folder beside `out`; `out` must be new, or ours with --force."""
     if out.exists() or out.is_symlink():
-        ours = (out / "report.json").is_file() and EVAL_MARKER in (out / "report.json").read_text(errors="replace")[:200]
+        ours = (out / "report.json").is_file() and EVAL_MARKER in (
+            out / "report.json"
+        ).read_text(errors="replace")[:200]
         if not out.is_dir() or out.is_symlink():
             raise RouterError(f"--out {out} is a file or a link; choose a folder path")
         if any(out.iterdir()) and not (force and ours):
@@ -163,6 +197,15 @@ def _prepare_out(out: Path, force: bool) -> Path:
         raise RouterError(f"--out {out}: cannot write in {parent} ({exc})") from None
 
 
+def _move_into_place(staging: Path, out: Path) -> None:
+    """Swap the finished report folder in; an earlier one is removed only afterwards."""
+    old = staging.with_name(staging.name + ".old")
+    if out.exists():
+        out.rename(old)
+    staging.rename(out)
+    shutil.rmtree(old, ignore_errors=True)
+
+
 def _eval(arguments: argparse.Namespace) -> int:
     from router.evaluate import evaluate_routing, markdown
     from router.plots import plot_confusion, plot_success
@@ -173,39 +216,112 @@ def _eval(arguments: argparse.Namespace) -> int:
 
     if not 1 <= arguments.episodes <= 100_000:
         raise RouterError("--episodes must be between 1 and 100000 per environment")
-    limits = RolloutLimits(arguments.max_turns, arguments.max_new_tokens, arguments.max_total_tokens, arguments.temperature)
-    if min(limits.max_turns, limits.max_new_tokens) < 1 or not limits.temperature > 0 or limits.max_total_tokens <= limits.max_new_tokens:
-        raise RouterError("--max-turns and --max-new-tokens must be >= 1, --temperature > 0, --max-total-tokens > --max-new-tokens")
+    limits = RolloutLimits(
+        arguments.max_turns,
+        arguments.max_new_tokens,
+        arguments.max_total_tokens,
+        arguments.temperature,
+    )
+    if (
+        min(limits.max_turns, limits.max_new_tokens) < 1
+        or not limits.temperature > 0
+        or limits.max_total_tokens <= limits.max_new_tokens
+    ):
+        raise RouterError(
+            "--max-turns and --max-new-tokens must be >= 1, --temperature > 0, --max-total-tokens > --max-new-tokens"
+        )
     out = Path(arguments.out)
     staging = _prepare_out(out, arguments.force)
     try:
-        loaded = _load(arguments)
-        tasks = _tasks(arguments, loaded.capabilities, arguments.episodes, EVAL_SEED_BASE)
-        generator = TransformersGenerator(loaded.bank.model, loaded.tokenizer, arguments.generation_batch_size)
-        with mixed_precision(arguments.precision, loaded.bank.model):
+        if arguments.backend == "vllm":
+            activate, names, router, generator, tokenizer, tool_format = _vllm_offline(
+                arguments, staging
+            )
+            context: Any = contextlib.nullcontext()
+        else:
+            loaded = _load(arguments)
+            activate, names = loaded.bank.activate_weights, loaded.capabilities.names
+            router, tokenizer = loaded.router, loaded.tokenizer
+            tool_format = loaded.capabilities.tool_format
+            generator = TransformersGenerator(
+                loaded.bank.model, tokenizer, arguments.generation_batch_size
+            )
+            context = mixed_precision(arguments.precision, loaded.bank.model)
+        capabilities = load_capabilities(arguments.adapters, arguments.model)
+        tasks = _tasks(arguments, capabilities, arguments.episodes, EVAL_SEED_BASE)
+        with context:
             report = evaluate_routing(
-                loaded.bank.activate_weights,
-                loaded.capabilities.names,
-                loaded.router,
+                activate,
+                names,
+                router,
                 generator,
-                loaded.tokenizer,
+                tokenizer,
                 tasks,
                 limits,
-                loaded.capabilities.tool_format,
+                tool_format,
             )
-        report = {"kind": EVAL_MARKER, "model": arguments.model, "adapters": str(loaded.capabilities.folder), **report}
-        (staging / "report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        report = {
+            "kind": EVAL_MARKER,
+            "model": arguments.model,
+            "adapters": str(capabilities.folder),
+            "backend": arguments.backend,
+            **report,
+        }
+        (staging / "report.json").write_text(
+            json.dumps(report, indent=2) + "\n", encoding="utf-8"
+        )
         (staging / "report.md").write_text(markdown(report), encoding="utf-8")
         plot_confusion(report, staging / "confusion.png")
         plot_success(report, staging / "success.png")
-        if out.exists():
-            shutil.rmtree(out)
-        staging.rename(out)
+        _move_into_place(staging, out)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     print(markdown(report))
     print(f"report, confusion.png and success.png written to {out}")
     return 0
+
+
+def _vllm_offline(arguments: argparse.Namespace, staging: Path) -> tuple[Any, ...]:
+    """Routing by prompt log-probs and generation with LoRARequests on an offline vLLM engine."""
+    from transformers import AutoTokenizer
+
+    from router.prompt import RoutingPrompt
+    from router.routed import Router
+    from router.vllm import AdapterFiles, VLLMScorer, activation, legal_rank
+    from trainer.chat_templates import apply_chat_template
+    from trainer.generation import VLLMGenerator
+
+    try:
+        from vllm import LLM
+    except ImportError:
+        raise RouterError(
+            "--backend vllm needs `pip install trace-factory[vllm]` on a GPU machine"
+        ) from None
+    capabilities = load_capabilities(arguments.adapters, arguments.model)
+    tokenizer = AutoTokenizer.from_pretrained(arguments.model)
+    if capabilities.chat_template:
+        apply_chat_template(tokenizer, capabilities.chat_template)
+    prompt = RoutingPrompt(
+        capabilities, tokenizer, arguments.example_tokens, arguments.task_tokens
+    )
+    engine = LLM(
+        model=arguments.model,
+        enable_lora=True,
+        max_lora_rank=legal_rank(sum(c.rank for c in capabilities.capabilities)),
+        max_loras=2,
+        enable_prefix_caching=True,
+    )
+    generator = VLLMGenerator(engine, {tokenizer.eos_token_id})
+    files = AdapterFiles(capabilities, staging / "mixes")
+    router = Router(VLLMScorer(engine, prompt), None, arguments.top_p)
+    return (
+        activation(generator, files),
+        capabilities.names,
+        router,
+        generator,
+        tokenizer,
+        capabilities.tool_format,
+    )
 
 
 def _serve(arguments: argparse.Namespace) -> int:
@@ -218,11 +334,18 @@ def _serve(arguments: argparse.Namespace) -> int:
 
         loaded = _load(arguments, need_probe=arguments.mode == "probe")
         backend = TransformersBackend(
-            loaded.bank, loaded.router, loaded.tokenizer, loaded.capabilities.tool_format, arguments.mode
+            loaded.bank,
+            loaded.router,
+            loaded.tokenizer,
+            loaded.capabilities.tool_format,
+            arguments.mode,
         )
     server = make_server(RoutedChat(backend), arguments.host, arguments.port)
     host, port = server.server_address[:2]
-    print(f"serving the routed agent on http://{host}:{port}/v1 (models: trace-router, base, {', '.join(backend.names())})", flush=True)
+    print(
+        f"serving the routed agent on http://{host}:{port}/v1 (models: trace-router, base, {', '.join(backend.names())})",
+        flush=True,
+    )
     try:
         server.serve_forever()
     except KeyboardInterrupt:
@@ -242,14 +365,20 @@ def _vllm_backend(arguments: argparse.Namespace) -> Any:
     from trainer.chat_templates import apply_chat_template
 
     if not arguments.vllm_url:
-        raise RouterError("--backend vllm needs --vllm-url (the vLLM server's /v1 address)")
+        raise RouterError(
+            "--backend vllm needs --vllm-url (the vLLM server's /v1 address)"
+        )
     if arguments.mode == "probe":
-        raise RouterError("--mode probe needs hidden states; use --backend transformers")
+        raise RouterError(
+            "--mode probe needs hidden states; use --backend transformers"
+        )
     capabilities = load_capabilities(arguments.adapters, arguments.model)
     tokenizer = AutoTokenizer.from_pretrained(arguments.model)
     if capabilities.chat_template:
         apply_chat_template(tokenizer, capabilities.chat_template)
-    prompt = RoutingPrompt(capabilities, tokenizer, arguments.example_tokens, arguments.task_tokens)
+    prompt = RoutingPrompt(
+        capabilities, tokenizer, arguments.example_tokens, arguments.task_tokens
+    )
     client = openai.OpenAI(base_url=arguments.vllm_url, api_key="EMPTY")
     cache = Path(tempfile.mkdtemp(prefix="trace-router-mixes-"))
     return VLLMServerBackend(
@@ -259,59 +388,154 @@ def _vllm_backend(arguments: argparse.Namespace) -> Any:
 
 
 def _common(parser: argparse.ArgumentParser, modes: bool = True) -> None:
-    parser.add_argument("--adapters", required=True, help="folder of adapters/<cap>/ written by `trainer train`")
-    parser.add_argument("--model", required=True, help="the base model the adapters were trained on")
-    parser.add_argument("--example-tokens", type=int, default=400, help="token budget of each example trajectory in the routing prompt (default: %(default)s)")
-    parser.add_argument("--task-tokens", type=int, default=768, help="token budget of the task part (default: %(default)s)")
-    parser.add_argument("--top-p", type=float, default=0.9, help="probability mass of top-p routing (default: %(default)s)")
-    parser.add_argument("--calibrate", action="store_true", help="contextual calibration: subtract a content-free task's label log-probs")
+    parser.add_argument(
+        "--adapters",
+        required=True,
+        help="folder of adapters/<cap>/ written by `trainer train`",
+    )
+    parser.add_argument(
+        "--model", required=True, help="the base model the adapters were trained on"
+    )
+    parser.add_argument(
+        "--example-tokens",
+        type=int,
+        default=400,
+        help="token budget of each example trajectory in the routing prompt (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--task-tokens",
+        type=int,
+        default=768,
+        help="token budget of the task part (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--top-p",
+        type=float,
+        default=0.9,
+        help="probability mass of top-p routing (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--calibrate",
+        action="store_true",
+        help="contextual calibration: subtract a content-free task's label log-probs",
+    )
     if modes:
-        parser.add_argument("--mode", choices=("argmax", "top-p", "probe"), default="argmax", help="routing mode (default: %(default)s)")
+        parser.add_argument(
+            "--mode",
+            choices=("argmax", "top-p", "probe"),
+            default="argmax",
+            help="routing mode (default: %(default)s)",
+        )
 
 
 def _envs(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--envs", nargs="+", default=None, help="adapters' environments (default: each adapter's own, if installed)")
-    parser.add_argument("--base-envs", nargs="+", default=None, help="environments whose tasks need no adapter (label: base)")
+    parser.add_argument(
+        "--envs",
+        nargs="+",
+        default=None,
+        help="adapters' environments (default: each adapter's own, if installed)",
+    )
+    parser.add_argument(
+        "--base-envs",
+        nargs="+",
+        default=None,
+        help="environments whose tasks need no adapter (label: base)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
     from trainer.config import PRECISIONS
 
-    parser = argparse.ArgumentParser(prog="router", description="Route tasks to TRACE capability adapters.")
+    parser = argparse.ArgumentParser(
+        prog="router", description="Route tasks to TRACE capability adapters."
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     route = commands.add_parser("route", help="print the route of one task")
     _common(route)
-    route.add_argument("--env", default=None, help="take the task from this environment")
-    route.add_argument("--seed", type=int, default=2**30, help="the environment seed (default: the first evaluation seed)")
-    route.add_argument("--messages", default=None, help="or a JSON file with the task's first messages")
+    route.add_argument(
+        "--env", default=None, help="take the task from this environment"
+    )
+    route.add_argument(
+        "--seed",
+        type=int,
+        default=2**30,
+        help="the environment seed (default: the first evaluation seed)",
+    )
+    route.add_argument(
+        "--messages", default=None, help="or a JSON file with the task's first messages"
+    )
     route.set_defaults(run=_route)
-    fit = commands.add_parser("fit", help="fit the probe on routing examples from training seeds")
+    fit = commands.add_parser(
+        "fit", help="fit the probe on routing examples from training seeds"
+    )
     _common(fit, modes=False)
     _envs(fit)
-    fit.add_argument("--examples", type=int, default=64, help="examples per environment (default: %(default)s)")
-    fit.add_argument("--first-seed", type=int, default=10_000, help="first training seed (default: %(default)s)")
-    fit.add_argument("--regularisation", type=float, default=1.0, help="inverse L2 strength C (default: %(default)s)")
+    fit.add_argument(
+        "--examples",
+        type=int,
+        default=64,
+        help="examples per environment (default: %(default)s)",
+    )
+    fit.add_argument(
+        "--first-seed",
+        type=int,
+        default=10_000,
+        help="first training seed (default: %(default)s)",
+    )
+    fit.add_argument(
+        "--regularisation",
+        type=float,
+        default=1.0,
+        help="inverse L2 strength C (default: %(default)s)",
+    )
     fit.add_argument("--force", action="store_true", help="replace an existing probe")
     fit.set_defaults(run=_fit)
-    evaluate = commands.add_parser("eval", help="routing accuracy and task success on evaluation seeds")
+    evaluate = commands.add_parser(
+        "eval", help="routing accuracy and task success on evaluation seeds"
+    )
     _common(evaluate, modes=False)
     _envs(evaluate)
-    evaluate.add_argument("--episodes", type=int, default=20, help="tasks per environment (default: %(default)s)")
-    evaluate.add_argument("--out", required=True, help="report folder (report.md/json, confusion.png, success.png)")
-    evaluate.add_argument("--force", action="store_true", help="replace an earlier eval output")
+    evaluate.add_argument(
+        "--episodes",
+        type=int,
+        default=20,
+        help="tasks per environment (default: %(default)s)",
+    )
+    evaluate.add_argument(
+        "--out",
+        required=True,
+        help="report folder (report.md/json, confusion.png, success.png)",
+    )
+    evaluate.add_argument(
+        "--force", action="store_true", help="replace an earlier eval output"
+    )
     evaluate.add_argument("--max-turns", type=int, default=8)
     evaluate.add_argument("--max-new-tokens", type=int, default=96)
     evaluate.add_argument("--max-total-tokens", type=int, default=8192)
     evaluate.add_argument("--temperature", type=float, default=0.7)
     evaluate.add_argument("--generation-batch-size", type=int, default=32)
     evaluate.add_argument("--precision", choices=PRECISIONS, default="fp32")
+    evaluate.add_argument(
+        "--backend",
+        choices=("transformers", "vllm"),
+        default="transformers",
+        help="vllm: route by prompt log-probs, generate with LoRARequests (GPU)",
+    )
     evaluate.set_defaults(run=_eval)
-    serve = commands.add_parser("serve", help="OpenAI-compatible chat completions for the routed agent")
+    serve = commands.add_parser(
+        "serve", help="OpenAI-compatible chat completions for the routed agent"
+    )
     _common(serve)
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
-    serve.add_argument("--backend", choices=("transformers", "vllm"), default="transformers")
-    serve.add_argument("--vllm-url", default=None, help="vLLM server address, e.g. http://127.0.0.1:8001/v1")
+    serve.add_argument(
+        "--backend", choices=("transformers", "vllm"), default="transformers"
+    )
+    serve.add_argument(
+        "--vllm-url",
+        default=None,
+        help="vLLM server address, e.g. http://127.0.0.1:8001/v1",
+    )
     serve.set_defaults(run=_serve)
     return parser
 
@@ -320,7 +544,9 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point: bad input exits 2 with a message naming the fix."""
     from trainer.errors import TrainerError
 
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
     arguments = build_parser().parse_args(argv)
     try:
         return arguments.run(arguments)

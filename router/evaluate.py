@@ -35,24 +35,43 @@ def mcnemar(first: Sequence[bool], second: Sequence[bool]) -> dict[str, float]:
     only_second = sum(b and not a for a, b in zip(first, second, strict=True))
     discordant = only_first + only_second
     p_value = binomtest(only_first, discordant, 0.5).pvalue if discordant else 1.0
-    return {"only_first": only_first, "only_second": only_second, "p_value": float(p_value)}
+    return {
+        "only_first": only_first,
+        "only_second": only_second,
+        "p_value": float(p_value),
+    }
 
 
 def rate(outcomes: Sequence[float]) -> dict[str, Any]:
     """Share of successes with its Wilson 95% interval."""
     mean, low, high = confidence_interval([float(o) for o in outcomes])
-    return {"rate": mean, "ci95": [low, high], "n": len(outcomes), "successes": int(sum(outcomes))}
+    return {
+        "rate": mean,
+        "ci95": [low, high],
+        "n": len(outcomes),
+        "successes": int(sum(outcomes)),
+    }
 
 
 def routing_accuracy(
     truths: Sequence[str], predicted: Sequence[str], targets: Sequence[str]
 ) -> dict[str, Any]:
     """Accuracy, per-class precision and recall (Wilson intervals), confusion matrix."""
-    matrix = [[sum(t == a and p == b for t, p in zip(truths, predicted, strict=True)) for b in targets] for a in targets]
+    matrix = [
+        [
+            sum(t == a and p == b for t, p in zip(truths, predicted, strict=True))
+            for b in targets
+        ]
+        for a in targets
+    ]
     classes = {}
     for target in targets:
-        chosen = [t == target for t, p in zip(truths, predicted, strict=True) if p == target]
-        actual = [p == target for t, p in zip(truths, predicted, strict=True) if t == target]
+        chosen = [
+            t == target for t, p in zip(truths, predicted, strict=True) if p == target
+        ]
+        actual = [
+            p == target for t, p in zip(truths, predicted, strict=True) if t == target
+        ]
         classes[target] = {"precision": rate(chosen), "recall": rate(actual)}
     return {
         "accuracy": rate([t == p for t, p in zip(truths, predicted, strict=True)]),
@@ -64,7 +83,10 @@ def routing_accuracy(
 def score_tasks(router: Router, tasks: Sequence[Task]) -> tuple[list[Scores], float]:
     """Scores of every task and the mean seconds per route."""
     began = time.perf_counter()
-    scores = [router.scorer.score(t.messages) for t in tqdm(tasks, desc="routing", unit="task")]
+    scores = [
+        router.scorer.score(t.messages)
+        for t in tqdm(tasks, desc="routing", unit="task")
+    ]
     return scores, (time.perf_counter() - began) / max(len(tasks), 1)
 
 
@@ -90,41 +112,62 @@ def evaluate_routing(
         mode: routing_accuracy(truths, [r.target for r in chosen], targets)
         for mode, chosen in routes.items()
     }
-    routing["top-p"]["mean_adapters"] = float(np.mean([len(r.weights) for r in routes["top-p"]]))
+    routing["top-p"]["mean_adapters"] = float(
+        np.mean([len(r.weights) for r in routes["top-p"]])
+    )
 
     configurations: dict[str, dict[str, float]] = {BASE: {}}
     configurations.update({name: {name: 1.0} for name in names})
     configurations["uniform merge"] = uniform_merge(names)
     outcomes: dict[str, dict[int, tuple[bool, float]]] = {}
-    for name, weights in tqdm(configurations.items(), desc="configurations", unit="config"):
-        outcomes[Route("", "", weights).key] = _played(activate, generator, tokenizer, tasks, range(len(tasks)), weights, limits, tool_format)
+    for weights in tqdm(configurations.values(), desc="configurations", unit="config"):
+        outcomes[Route("", "", weights).key] = _played(
+            activate,
+            generator,
+            tokenizer,
+            tasks,
+            range(len(tasks)),
+            weights,
+            limits,
+            tool_format,
+        )
     needed: dict[str, list[int]] = {}
     for index, route in enumerate(routes["top-p"]):
         if route.key not in outcomes:
             needed.setdefault(route.key, []).append(index)
     for key, indices in tqdm(needed.items(), desc="top-p mixes", unit="mix"):
         weights = routes["top-p"][indices[0]].weights
-        outcomes[key] = _played(activate, generator, tokenizer, tasks, indices, weights, limits, tool_format)
+        outcomes[key] = _played(
+            activate, generator, tokenizer, tasks, indices, weights, limits, tool_format
+        )
 
     def lookup(keys: Sequence[str]) -> list[tuple[bool, float]]:
         return [outcomes[key][index] for index, key in enumerate(keys)]
 
-    conditions: dict[str, list[tuple[bool, float]]] = {"base model": lookup([BASE] * len(tasks))}
+    conditions: dict[str, list[tuple[bool, float]]] = {
+        "base model": lookup([BASE] * len(tasks))
+    }
     for name in names:
         conditions[f"single: {name}"] = lookup([name] * len(tasks))
-    conditions["uniform merge"] = lookup([Route("", "", configurations["uniform merge"]).key] * len(tasks))
+    conditions["uniform merge"] = lookup(
+        [Route("", "", configurations["uniform merge"]).key] * len(tasks)
+    )
     for mode, chosen in routes.items():
         conditions[f"routed: {mode}"] = lookup([r.key for r in chosen])
     conditions["oracle"] = lookup(truths)
     success = {
-        name: {**rate([s for s, _ in rows]), "reward_mean": float(np.mean([r for _, r in rows]))}
+        name: {
+            **rate([s for s, _ in rows]),
+            "reward_mean": float(np.mean([r for _, r in rows])),
+        }
         for name, rows in conditions.items()
     }
     singles = [f"single: {n}" for n in names]
     best_single = max(singles, key=lambda n: success[n]["rate"])
     comparisons = {
         f"routed: {mode} vs {best_single}": mcnemar(
-            [s for s, _ in conditions[f"routed: {mode}"]], [s for s, _ in conditions[best_single]]
+            [s for s, _ in conditions[f"routed: {mode}"]],
+            [s for s, _ in conditions[best_single]],
         )
         for mode in routes
     }
@@ -132,7 +175,9 @@ def evaluate_routing(
         "tasks": len(tasks),
         "seeds": sorted({t.seed for t in tasks}),
         "environments": sorted({t.env.env_id for t in tasks}),
-        "labels": dict(zip(router.scorer.prompt.choices.split(", "), targets, strict=True)),
+        "labels": dict(
+            zip(router.scorer.prompt.choices.split(", "), targets, strict=True)
+        ),
         "routing": routing,
         "seconds_per_route": seconds_per_route,
         "success": success,
@@ -162,7 +207,15 @@ def _played(
     tool_format: str,
 ) -> dict[int, tuple[bool, float]]:
     chosen = [tasks[i] for i in indices]
-    episodes = play(activate, generator, tokenizer, chosen, [weights] * len(chosen), limits, tool_format)
+    episodes = play(
+        activate,
+        generator,
+        tokenizer,
+        chosen,
+        [weights] * len(chosen),
+        limits,
+        tool_format,
+    )
     return {i: (e.success, e.reward) for i, e in zip(indices, episodes, strict=True)}
 
 
@@ -181,7 +234,9 @@ def markdown(report: dict[str, Any]) -> str:
         "",
         "## Routing accuracy (95% Wilson intervals)",
         "",
-        "| mode | accuracy | " + " | ".join(f"{t} precision | {t} recall" for t in report["labels"].values()) + " |",
+        "| mode | accuracy | "
+        + " | ".join(f"{t} precision | {t} recall" for t in report["labels"].values())
+        + " |",
         "|---|---|" + "---|---|" * len(report["labels"]),
     ]
     for mode, row in report["routing"].items():
@@ -190,12 +245,32 @@ def markdown(report: dict[str, Any]) -> str:
             per = row["per_class"][target]
             cells += [interval(per["precision"]), interval(per["recall"])]
         lines.append(f"| {mode} | " + " | ".join(cells) + " |")
-    lines += ["", "## Task success (95% Wilson intervals)", "", "| condition | success | mean reward |", "|---|---|---|"]
+    lines += [
+        "",
+        "## Task success (95% Wilson intervals)",
+        "",
+        "| condition | success | mean reward |",
+        "|---|---|---|",
+    ]
     for name, row in report["success"].items():
         lines.append(f"| {name} | {interval(row)} | {row['reward_mean']:.3f} |")
-    lines += ["", "## Paired comparisons (same tasks, exact McNemar)", "", "| comparison | only routed | only single | p |", "|---|---|---|---|"]
+    lines += [
+        "",
+        "## Paired comparisons (same tasks, exact McNemar)",
+        "",
+        "| comparison | only routed | only single | p |",
+        "|---|---|---|---|",
+    ]
     for name, row in report["paired"].items():
         p_value = row["p_value"]
-        lines.append(f"| {name} | {row['only_first']} | {row['only_second']} | {p_value:.4g} |" if not math.isnan(p_value) else f"| {name} | - | - | - |")
-    lines += ["", f"Mean routing time: {report['seconds_per_route'] * 1000:.1f} ms per task.", ""]
+        lines.append(
+            f"| {name} | {row['only_first']} | {row['only_second']} | {p_value:.4g} |"
+            if not math.isnan(p_value)
+            else f"| {name} | - | - | - |"
+        )
+    lines += [
+        "",
+        f"Mean routing time: {report['seconds_per_route'] * 1000:.1f} ms per task.",
+        "",
+    ]
     return "\n".join(lines)

@@ -24,7 +24,9 @@ class Route:
 
     mode: str
     target: str  # the top choice: a capability name or BASE
-    weights: dict[str, float] = field(default_factory=dict)  # adapter -> alpha; {} = base
+    weights: dict[str, float] = field(
+        default_factory=dict
+    )  # adapter -> alpha; {} = base
     probabilities: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -34,7 +36,9 @@ class Route:
             return BASE
         if len(self.weights) == 1 and abs(next(iter(self.weights.values())) - 1) < 1e-9:
             return next(iter(self.weights))
-        return "+".join(f"{name}*{weight:.4f}" for name, weight in sorted(self.weights.items()))
+        return "+".join(
+            f"{name}*{weight:.4f}" for name, weight in sorted(self.weights.items())
+        )
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -45,7 +49,9 @@ class Route:
         }
 
 
-def argmax_route(probabilities: Sequence[float], targets: Sequence[str], mode: str = "argmax") -> Route:
+def argmax_route(
+    probabilities: Sequence[float], targets: Sequence[str], mode: str = "argmax"
+) -> Route:
     """The single most probable label."""
     best = max(range(len(targets)), key=lambda i: probabilities[i])
     target = targets[best]
@@ -57,7 +63,9 @@ def argmax_route(probabilities: Sequence[float], targets: Sequence[str], mode: s
     )
 
 
-def top_p_route(probabilities: Sequence[float], targets: Sequence[str], p: float) -> Route:
+def top_p_route(
+    probabilities: Sequence[float], targets: Sequence[str], p: float
+) -> Route:
     """The smallest most-probable set reaching mass `p`, weights renormalised over it."""
     if not 0 < p <= 1:
         raise RouterError(f"--top-p must be in (0, 1], not {p}")

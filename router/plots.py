@@ -19,7 +19,9 @@ def plot_confusion(report: dict[str, Any], path: Path) -> None:
     """One confusion matrix (rows: true target, columns: routed target) per routing mode."""
     plt = _pyplot()
     modes = list(report["routing"])
-    figure, axes = plt.subplots(1, len(modes), figsize=(4.2 * len(modes), 4), squeeze=False)
+    figure, axes = plt.subplots(
+        1, len(modes), figsize=(4.2 * len(modes), 4), squeeze=False
+    )
     for axis, mode in zip(axes[0], modes, strict=True):
         confusion = report["routing"][mode]["confusion"]
         targets, matrix = confusion["targets"], confusion["matrix"]
@@ -27,7 +29,9 @@ def plot_confusion(report: dict[str, Any], path: Path) -> None:
         for row, values in enumerate(matrix):
             for column, value in enumerate(values):
                 axis.text(column, row, str(value), ha="center", va="center")
-        axis.set_xticks(range(len(targets)), targets, rotation=30, ha="right", fontsize=7)
+        axis.set_xticks(
+            range(len(targets)), targets, rotation=30, ha="right", fontsize=7
+        )
         axis.set_yticks(range(len(targets)), targets, fontsize=7)
         accuracy = report["routing"][mode]["accuracy"]["rate"]
         axis.set_title(f"{mode}: accuracy {accuracy:.2f}", fontsize=9)
@@ -43,10 +47,21 @@ def plot_success(report: dict[str, Any], path: Path) -> None:
     plt = _pyplot()
     names = list(report["success"])
     rates = [report["success"][n]["rate"] for n in names]
-    low = [r - report["success"][n]["ci95"][0] for n, r in zip(names, rates, strict=True)]
-    high = [report["success"][n]["ci95"][1] - r for n, r in zip(names, rates, strict=True)]
+    low = [
+        r - report["success"][n]["ci95"][0] for n, r in zip(names, rates, strict=True)
+    ]
+    high = [
+        report["success"][n]["ci95"][1] - r for n, r in zip(names, rates, strict=True)
+    ]
     figure, axis = plt.subplots(figsize=(max(6, 0.9 * len(names)), 4))
-    colours = ["tab:orange" if n.startswith("routed") else "tab:gray" if n == "oracle" else "tab:blue" for n in names]
+    colours = [
+        "tab:orange"
+        if n.startswith("routed")
+        else "tab:gray"
+        if n == "oracle"
+        else "tab:blue"
+        for n in names
+    ]
     axis.bar(range(len(names)), rates, yerr=[low, high], capsize=4, color=colours)
     axis.set_xticks(range(len(names)), names, rotation=30, ha="right", fontsize=8)
     axis.set_ylim(0, 1.05)

@@ -101,12 +101,16 @@ def save_probe(probe: Probe, folder: Path, force: bool) -> Path:
     if path.is_dir() or path.is_symlink():
         raise RouterError(f"{path} is a folder or a link; move it away first")
     try:
-        handle, temporary = tempfile.mkstemp(prefix=".probe-", suffix=".tmp", dir=folder)
+        handle, temporary = tempfile.mkstemp(
+            prefix=".probe-", suffix=".tmp", dir=folder
+        )
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
             json.dump(probe.as_dict(), stream)
         os.replace(temporary, path)
     except OSError as exc:
-        raise RouterError(f"cannot write {path} ({exc}); is the folder writable?") from None
+        raise RouterError(
+            f"cannot write {path} ({exc}); is the folder writable?"
+        ) from None
     return path
 
 
@@ -137,9 +141,13 @@ def load_probe(folder: Path, fingerprint: str, targets: list[str]) -> Probe | No
             and bool((probe.scale > 0).all())
         )
     except (KeyError, TypeError, ValueError) as exc:
-        raise RouterError(f"{path} is not a router probe ({exc!r}); refit with `router fit --force`") from None
+        raise RouterError(
+            f"{path} is not a router probe ({exc!r}); refit with `router fit --force`"
+        ) from None
     if not consistent:
-        raise RouterError(f"{path} has inconsistent shapes or values; refit with `router fit --force`")
+        raise RouterError(
+            f"{path} has inconsistent shapes or values; refit with `router fit --force`"
+        )
     if probe.fingerprint != fingerprint or probe.targets != targets:
         raise RouterError(
             f"{path} was fitted for another capability set or routing prompt; "

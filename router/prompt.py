@@ -91,7 +91,9 @@ class RoutingPrompt:
                 "description": capability.description,
                 "example": self.compact_trajectory(capability.example, example_tokens),
             }
-            for label, capability in zip(self.labels, capabilities.capabilities, strict=False)
+            for label, capability in zip(
+                self.labels, capabilities.capabilities, strict=False
+            )
         ]
         self.static = str(self.module.static(candidates, self.labels[-1].text))
         self.prefix_ids = tokenizer(self.static, add_special_tokens=True)["input_ids"]
@@ -143,7 +145,9 @@ class RoutingPrompt:
                 return ids[-1]
         return None
 
-    def compact_trajectory(self, messages: tuple[dict[str, Any], ...], budget: int) -> str:
+    def compact_trajectory(
+        self, messages: tuple[dict[str, Any], ...], budget: int
+    ) -> str:
         """The trajectory as `User:/Agent:/Tool:` lines, cut at `budget` tokens."""
         lines, used = [], 0
         for message in messages:
@@ -152,7 +156,9 @@ class RoutingPrompt:
                 continue
             cost = len(self._encode(line + "\n"))
             if used + cost > budget:
-                lines.append(self._clip(line, max(budget - used, 0)) if used < budget else "...")
+                lines.append(
+                    self._clip(line, max(budget - used, 0)) if used < budget else "..."
+                )
                 break
             lines.append(line)
             used += cost
@@ -171,5 +177,7 @@ class RoutingPrompt:
 
     def fingerprint(self) -> str:
         """Identifies the prompt and labels (a fitted probe is valid only for the same)."""
-        payload = json.dumps([self.static, self.label_ids, self.targets, self.task_tokens])
+        payload = json.dumps(
+            [self.static, self.label_ids, self.targets, self.task_tokens]
+        )
         return hashlib.sha256(payload.encode()).hexdigest()[:16]

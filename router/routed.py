@@ -41,16 +41,22 @@ def first_observation(env: EnvHandle, seed: int) -> list[dict[str, Any]]:
         observation, _ = env.make().reset(seed=seed)
         messages = json.loads(observation)
     except Exception as exc:  # noqa: BLE001 - any environment failure is reported, not raised
-        raise RouterError(f"{env.env_id} failed to reset on seed {seed} ({exc!r})") from None
+        raise RouterError(
+            f"{env.env_id} failed to reset on seed {seed} ({exc!r})"
+        ) from None
     if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
-        raise RouterError(f"{env.env_id}: the first observation is not a JSON list of messages")
+        raise RouterError(
+            f"{env.env_id}: the first observation is not a JSON list of messages"
+        )
     return messages
 
 
 class Router:
     """Routes from one scoring pass: argmax and top-p on label probabilities, probe on features."""
 
-    def __init__(self, scorer: LabelScorer, probe: Probe | None = None, top_p: float = 0.9) -> None:
+    def __init__(
+        self, scorer: LabelScorer, probe: Probe | None = None, top_p: float = 0.9
+    ) -> None:
         self.scorer = scorer
         self.probe = probe
         self.top_p = top_p
@@ -69,7 +75,9 @@ class Router:
         if self.probe is not None:
             features = scores.features.numpy()[None, :].astype(np.float64)
             routes["probe"] = argmax_route(
-                self.probe.probabilities(features)[0].tolist(), self.probe.targets, "probe"
+                self.probe.probabilities(features)[0].tolist(),
+                self.probe.targets,
+                "probe",
             )
         return routes
 

@@ -19,7 +19,10 @@ import torch
 from router.prompt import RoutingPrompt
 
 # A content-free task for contextual calibration (Zhao et al., 2021).
-CONTENT_FREE = [{"role": "system", "content": "N/A"}, {"role": "user", "content": "N/A"}]
+CONTENT_FREE = [
+    {"role": "system", "content": "N/A"},
+    {"role": "user", "content": "N/A"},
+]
 
 
 @dataclass
@@ -34,7 +37,10 @@ class Scores:
 def frozen(model: Any) -> Iterator[Any]:
     """The base model with every adapter off, in eval mode, without gradients."""
     disable = getattr(model, "disable_adapter", None)
-    with torch.no_grad(), disable() if disable is not None else contextlib.nullcontext():
+    with (
+        torch.no_grad(),
+        disable() if disable is not None else contextlib.nullcontext(),
+    ):
         was_training = model.training
         model.eval()
         try:

@@ -53,7 +53,11 @@ def _text(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
+        return "".join(
+            p.get("text", "")
+            for p in content
+            if isinstance(p, dict) and isinstance(p.get("text"), str)
+        )
     return ""
 
 
@@ -64,7 +68,10 @@ def normalise(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         role = message.get("role")
         if role not in ("system", "developer", "user", "assistant", "tool"):
             raise RouterError(f"messages: unknown role {role!r:.40}")
-        item: dict[str, Any] = {"role": "system" if role == "developer" else role, "content": _text(message.get("content"))}
+        item: dict[str, Any] = {
+            "role": "system" if role == "developer" else role,
+            "content": _text(message.get("content")),
+        }
         calls = message.get("tool_calls")
         if role == "assistant" and isinstance(calls, list) and calls:
             item["tool_calls"] = [
@@ -73,7 +80,9 @@ def normalise(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     "type": "function",
                     "function": {
                         "name": str(c["function"].get("name", "")),
-                        "arguments": c["function"].get("arguments") if isinstance(c["function"].get("arguments"), str) else json.dumps(c["function"].get("arguments") or {}),
+                        "arguments": c["function"].get("arguments")
+                        if isinstance(c["function"].get("arguments"), str)
+                        else json.dumps(c["function"].get("arguments") or {}),
                     },
                 }
                 for i, c in enumerate(calls)
@@ -100,7 +109,9 @@ class Backend(Protocol):
 
     def route(self, messages: list[dict[str, Any]]) -> Route: ...
 
-    def complete(self, request: ChatRequest, messages: list[dict[str, Any]], route: Route) -> tuple[str, int, int, str]:
+    def complete(
+        self, request: ChatRequest, messages: list[dict[str, Any]], route: Route
+    ) -> tuple[str, int, int, str]:
         """(text, prompt tokens, completion tokens, finish reason)."""
         ...
 
@@ -125,7 +136,18 @@ class RoutedChat:
     def models(self) -> dict[str, Any]:
         created = int(time.time())
         names = [ROUTER_MODEL, BASE, *self.backend.names()]
-        return {"object": "list", "data": [{"id": n, "object": "model", "created": created, "owned_by": "trace-factory"} for n in names]}
+        return {
+            "object": "list",
+            "data": [
+                {
+                    "id": n,
+                    "object": "model",
+                    "created": created,
+                    "owned_by": "trace-factory",
+                }
+                for n in names
+            ],
+        }
 
     def _route(self, request: ChatRequest, messages: list[dict[str, Any]]) -> Route:
         fixed = pinned(request.model, self.backend.names())
@@ -144,15 +166,33 @@ class RoutedChat:
     def complete(self, request: ChatRequest) -> dict[str, Any]:
         messages = normalise(request.messages)
         if not any(m["role"] == "user" for m in messages):
-            raise RouterError("messages: a conversation needs at least one user message")
+            raise RouterError(
+                "messages: a conversation needs at least one user message"
+            )
         with self.lock:
             route = self._route(request, messages)
-            text, prompt_tokens, completion_tokens, finish = self.backend.complete(request, messages, route)
-        content, calls = (text, []) if not request.tools or request.tool_choice == "none" else parse_tool_calls(text)
-        message: dict[str, Any] = {"role": "assistant", "content": content or (None if calls else "")}
+            text, prompt_tokens, completion_tokens, finish = self.backend.complete(
+                request, messages, route
+            )
+        content, calls = (
+            (text, [])
+            if not request.tools or request.tool_choice == "none"
+            else parse_tool_calls(text)
+        )
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": content or (None if calls else ""),
+        }
         if calls:
             message["tool_calls"] = [
-                {"id": f"call_{uuid.uuid4().hex[:12]}", "type": "function", "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])}}
+                {
+                    "id": f"call_{uuid.uuid4().hex[:12]}",
+                    "type": "function",
+                    "function": {
+                        "name": c["name"],
+                        "arguments": json.dumps(c["arguments"]),
+                    },
+                }
                 for c in calls
             ]
             finish = "tool_calls"
@@ -161,14 +201,29 @@ class RoutedChat:
             "object": "chat.completion",
             "created": int(time.time()),
             "model": request.model,
-            "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens},
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "finish_reason": finish,
+                    "logprobs": None,
+                }
+            ],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
             "route": route.as_dict(),
         }
 
 
-def _error(status: int, message: str, kind: str = "invalid_request_error") -> tuple[int, dict[str, Any]]:
-    return status, {"error": {"message": message, "type": kind, "param": None, "code": status}}
+def _error(
+    status: int, message: str, kind: str = "invalid_request_error"
+) -> tuple[int, dict[str, Any]]:
+    return status, {
+        "error": {"message": message, "type": kind, "param": None, "code": status}
+    }
 
 
 def make_handler(chat: RoutedChat) -> type[BaseHTTPRequestHandler]:
@@ -180,7 +235,9 @@ def make_handler(chat: RoutedChat) -> type[BaseHTTPRequestHandler]:
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
             return
 
-        def _send(self, status: int, body: dict[str, Any], route: Route | None = None) -> None:
+        def _send(
+            self, status: int, body: dict[str, Any], route: Route | None = None
+        ) -> None:
             data = json.dumps(body).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
@@ -196,11 +253,26 @@ def make_handler(chat: RoutedChat) -> type[BaseHTTPRequestHandler]:
             elif self.path.rstrip("/") in ("/health", ""):
                 self._send(200, {"status": "ok"})
             else:
-                self._send(*_error(404, f"no route {self.path}; use POST /v1/chat/completions or GET /v1/models", "not_found"))
+                self._send(
+                    *_error(
+                        404,
+                        f"no route {self.path}; use POST /v1/chat/completions or GET /v1/models",
+                        "not_found",
+                    )
+                )
 
         def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
-            if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
-                self._send(*_error(404, f"no route {self.path}; use POST /v1/chat/completions", "not_found"))
+            if self.path.rstrip("/") not in (
+                "/v1/chat/completions",
+                "/chat/completions",
+            ):
+                self._send(
+                    *_error(
+                        404,
+                        f"no route {self.path}; use POST /v1/chat/completions",
+                        "not_found",
+                    )
+                )
                 return
             try:
                 length = int(self.headers.get("Content-Length") or 0)
@@ -208,7 +280,12 @@ def make_handler(chat: RoutedChat) -> type[BaseHTTPRequestHandler]:
                 length = -1
             if not 0 < length <= MAX_BODY:
                 self.close_connection = True
-                self._send(*_error(413 if length > MAX_BODY else 400, f"the body must be JSON of 1 to {MAX_BODY} bytes with a Content-Length"))
+                self._send(
+                    *_error(
+                        413 if length > MAX_BODY else 400,
+                        f"the body must be JSON of 1 to {MAX_BODY} bytes with a Content-Length",
+                    )
+                )
                 return
             try:
                 request = ChatRequest.model_validate_json(self.rfile.read(length))
@@ -216,16 +293,33 @@ def make_handler(chat: RoutedChat) -> type[BaseHTTPRequestHandler]:
             except ValidationError as exc:
                 first = exc.errors()[0]
                 where = ".".join(str(p) for p in first["loc"]) or "body"
-                hint = " (streaming is not supported; send stream: false)" if where == "stream" else ""
+                hint = (
+                    " (streaming is not supported; send stream: false)"
+                    if where == "stream"
+                    else ""
+                )
                 self._send(*_error(400, f"{where}: {first['msg']}{hint}"))
                 return
             except RouterError as exc:
                 self._send(*_error(400, str(exc)))
                 return
             except Exception as exc:  # noqa: BLE001 - a failed generation answers 500, the server stays up
-                self._send(*_error(500, f"generation failed: {type(exc).__name__}: {exc}"[:500], "server_error"))
+                self._send(
+                    *_error(
+                        500,
+                        f"generation failed: {type(exc).__name__}: {exc}"[:500],
+                        "server_error",
+                    )
+                )
                 return
-            self._send(200, response, Route(**{k: response["route"][k] for k in ("mode", "target")}, weights=response["route"]["adapters"]))
+            self._send(
+                200,
+                response,
+                Route(
+                    **{k: response["route"][k] for k in ("mode", "target")},
+                    weights=response["route"]["adapters"],
+                ),
+            )
 
     return Handler
 
@@ -235,6 +329,8 @@ def make_server(chat: RoutedChat, host: str, port: int) -> ThreadingHTTPServer:
     try:
         server = ThreadingHTTPServer((host, port), make_handler(chat))
     except OSError as exc:
-        raise RouterError(f"cannot listen on {host}:{port} ({exc}); choose another --port") from None
+        raise RouterError(
+            f"cannot listen on {host}:{port} ({exc}); choose another --port"
+        ) from None
     server.daemon_threads = True
     return server

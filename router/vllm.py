@@ -12,22 +12,29 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import torch
 
 from router.capabilities import CapabilitySet
 from router.errors import RouterError
 from router.prompt import RoutingPrompt
+from router.scorer import Scores
 
 
-def label_prompts(prompt: RoutingPrompt, messages: list[dict[str, Any]]) -> list[list[int]]:
+def label_prompts(
+    prompt: RoutingPrompt, messages: list[dict[str, Any]]
+) -> list[list[int]]:
     """One token prompt per label: prefix + task + that label's token."""
     ids = prompt.prefix_ids + prompt.task_ids(messages)
     return [ids + [label] for label in prompt.label_ids]
 
 
-def offline_label_logprobs(engine: Any, prompt: RoutingPrompt, messages: list[dict[str, Any]]) -> list[float]:
+def offline_label_logprobs(
+    engine: Any, prompt: RoutingPrompt, messages: list[dict[str, Any]]
+) -> list[float]:
     """Label log-probs from an offline `vllm.LLM` (prompt log-probs, one new token each)."""
     from vllm import SamplingParams
 
@@ -37,30 +44,47 @@ def offline_label_logprobs(engine: Any, prompt: RoutingPrompt, messages: list[di
         SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0),
         use_tqdm=False,
     )
-    return [out.prompt_logprobs[-1][ids[-1]].logprob for out, ids in zip(outputs, prompts, strict=True)]
+    return [
+        out.prompt_logprobs[-1][ids[-1]].logprob
+        for out, ids in zip(outputs, prompts, strict=True)
+    ]
 
 
-def server_label_logprobs(client: Any, model: str, prompt: RoutingPrompt, messages: list[dict[str, Any]]) -> list[float]:
+def server_label_logprobs(
+    client: Any, model: str, prompt: RoutingPrompt, messages: list[dict[str, Any]]
+) -> list[float]:
     """Label log-probs from a vLLM OpenAI server (`completions` with `echo` and `logprobs`)."""
     values = []
     for ids in label_prompts(prompt, messages):
-        answer = client.completions.create(model=model, prompt=ids, max_tokens=1, temperature=0.0, echo=True, logprobs=0)
+        answer = client.completions.create(
+            model=model,
+            prompt=ids,
+            max_tokens=1,
+            temperature=0.0,
+            echo=True,
+            logprobs=0,
+        )
         logprobs = answer.choices[0].logprobs.token_logprobs
-        value = logprobs[len(ids) - 1] if logprobs and len(logprobs) >= len(ids) else None
+        value = (
+            logprobs[len(ids) - 1] if logprobs and len(logprobs) >= len(ids) else None
+        )
         if value is None or not math.isfinite(value):
-            raise RouterError(f"the vLLM server at {client.base_url} returned no prompt log-probs for {model}")
+            raise RouterError(
+                f"the vLLM server at {client.base_url} returned no prompt log-probs for {model}"
+            )
         values.append(float(value))
     return values
 
 
-def write_mix(capabilities: CapabilitySet, weights: dict[str, float], folder: Path) -> Path:
+def write_mix(
+    capabilities: CapabilitySet, weights: dict[str, float], folder: Path
+) -> Path:
     """sum_c alpha_c s_c B_c A_c as one PEFT adapter of rank sum r_c (lora_alpha = rank: scale 1).
 
     The same "cat" combination as peft's `add_weighted_adapter`, done on the
     adapter files so the vLLM path never loads the base model in torch. A module
     that one adapter lacks gets zero rows there.
     """
-    import torch
     from safetensors.torch import load_file, save_file
 
     names = sorted(weights)
@@ -68,17 +92,36 @@ def write_mix(capabilities: CapabilitySet, weights: dict[str, float], folder: Pa
     for name in names:
         capability = capabilities.get(name)
         tensors[name] = load_file(str(capability.path / "adapter_model.safetensors"))
-        configs[name] = json.loads((capability.path / "adapter_config.json").read_text(encoding="utf-8"))
-    modules = sorted({key.rsplit(".lora_", 1)[0] for t in tensors.values() for key in t if ".lora_A." in key})
+        configs[name] = json.loads(
+            (capability.path / "adapter_config.json").read_text(encoding="utf-8")
+        )
+    modules = sorted(
+        {
+            key.rsplit(".lora_", 1)[0]
+            for t in tensors.values()
+            for key in t
+            if ".lora_A." in key
+        }
+    )
     mixed = {}
     for module in modules:
         parts_a, parts_b = [], []
-        shape_a = next(t[f"{module}.lora_A.weight"].shape[1] for t in tensors.values() if f"{module}.lora_A.weight" in t)
-        shape_b = next(t[f"{module}.lora_B.weight"].shape[0] for t in tensors.values() if f"{module}.lora_B.weight" in t)
+        shape_a = next(
+            t[f"{module}.lora_A.weight"].shape[1]
+            for t in tensors.values()
+            if f"{module}.lora_A.weight" in t
+        )
+        shape_b = next(
+            t[f"{module}.lora_B.weight"].shape[0]
+            for t in tensors.values()
+            if f"{module}.lora_B.weight" in t
+        )
         for name in names:
             config = configs[name]
             rank = int(config["r"])
-            scale = config["lora_alpha"] / (math.sqrt(rank) if config.get("use_rslora") else rank)
+            scale = config["lora_alpha"] / (
+                math.sqrt(rank) if config.get("use_rslora") else rank
+            )
             a = tensors[name].get(f"{module}.lora_A.weight", torch.zeros(rank, shape_a))
             b = tensors[name].get(f"{module}.lora_B.weight", torch.zeros(shape_b, rank))
             parts_a.append(a.float() * weights[name] * scale)
@@ -93,11 +136,15 @@ def write_mix(capabilities: CapabilitySet, weights: dict[str, float], folder: Pa
         use_rslora=False,
         rank_pattern={},
         alpha_pattern={},
-        target_modules=sorted({m for c in configs.values() for m in c.get("target_modules") or []}),
+        target_modules=sorted(
+            {m for c in configs.values() for m in c.get("target_modules") or []}
+        ),
     )
     folder.mkdir(parents=True, exist_ok=True)
     save_file(mixed, str(folder / "adapter_model.safetensors"))
-    (folder / "adapter_config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
+    (folder / "adapter_config.json").write_text(
+        json.dumps(config, indent=2), encoding="utf-8"
+    )
     return folder
 
 
@@ -123,7 +170,9 @@ class AdapterFiles:
         return f"mix{self.ids[key]}", self.ids[key], str(folder)
 
 
-def activation(generator: Any, files: AdapterFiles) -> Callable[[dict[str, float]], None]:
+def activation(
+    generator: Any, files: AdapterFiles
+) -> Callable[[dict[str, float]], None]:
     """What `play` calls to hold a configuration on a `trainer.generation.VLLMGenerator`."""
 
     def activate(weights: dict[str, float]) -> None:
@@ -136,8 +185,30 @@ def activation(generator: Any, files: AdapterFiles) -> Callable[[dict[str, float
     return activate
 
 
-def logprobs_from(values: Sequence[float]) -> Any:
-    """Label log-probs as the tensor the router's modes read."""
-    import torch
+# The ranks `vllm serve --max-lora-rank` accepts.
+LEGAL_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 
-    return torch.tensor(list(values), dtype=torch.float32)
+
+def legal_rank(rank: int) -> int:
+    """The smallest `--max-lora-rank` vLLM accepts that holds `rank`."""
+    for legal in LEGAL_RANKS:
+        if legal >= rank:
+            return legal
+    raise RouterError(
+        f"rank {rank} is over vLLM's largest --max-lora-rank ({LEGAL_RANKS[-1]})"
+    )
+
+
+class VLLMScorer:
+    """Label log-probs from an offline engine; the same interface as `LabelScorer` (no features)."""
+
+    def __init__(self, engine: Any, prompt: RoutingPrompt) -> None:
+        self.engine = engine
+        self.prompt = prompt
+
+    def score(self, messages: list[dict[str, Any]]) -> Scores:
+        values = offline_label_logprobs(self.engine, self.prompt, messages)
+        return Scores(torch.tensor(values, dtype=torch.float32), torch.zeros(0))
+
+    def probabilities(self, scores: Scores) -> torch.Tensor:
+        return torch.softmax(scores.logprobs, dim=-1)

@@ -48,7 +48,9 @@ def adapters(tiny_model_dir, tmp_path_factory) -> Path:
         path = folder / name / "adapter_model.safetensors"
         from safetensors.torch import load_file, save_file
 
-        tensors = {k: v + 0.05 * torch.randn_like(v) for k, v in load_file(str(path)).items()}
+        tensors = {
+            k: v + 0.05 * torch.randn_like(v) for k, v in load_file(str(path)).items()
+        }
         save_file(tensors, str(path))
     return folder
 
@@ -64,7 +66,9 @@ def _loaded(tiny_model_dir, adapters):
 def test_labels_are_single_tokens_in_context(tiny_model_dir, adapters) -> None:
     _, _, tokenizer, prompt = _loaded(tiny_model_dir, adapters)
     assert prompt.targets == [*sorted(ENVS), BASE]
-    task = prompt.task_text(first_observation(resolve_env(ENVS["date_time_recovery"]), 2**30))
+    task = prompt.task_text(
+        first_observation(resolve_env(ENVS["date_time_recovery"]), 2**30)
+    )
     before = tokenizer(task, add_special_tokens=False)["input_ids"]
     for label in prompt.labels:
         ids = tokenizer(task + label.text, add_special_tokens=False)["input_ids"]
@@ -75,7 +79,10 @@ def test_labels_are_single_tokens_in_context(tiny_model_dir, adapters) -> None:
 
 def test_cached_and_uncached_scores_agree(tiny_model_dir, adapters) -> None:
     _, bank, _, prompt = _loaded(tiny_model_dir, adapters)
-    cached, uncached = LabelScorer(bank.model, prompt), LabelScorer(bank.model, prompt, cached=False)
+    cached, uncached = (
+        LabelScorer(bank.model, prompt),
+        LabelScorer(bank.model, prompt, cached=False),
+    )
     for env in ENVS.values():
         messages = first_observation(resolve_env(env), 2**30 + 3)
         a, b = cached.score(messages), uncached.score(messages)
@@ -87,7 +94,9 @@ def test_cached_and_uncached_scores_agree(tiny_model_dir, adapters) -> None:
         bank.activate_weights({})
 
 
-def test_top_p_mix_is_w_plus_weighted_lora_deltas(tiny_model_dir, adapters, tmp_path) -> None:
+def test_top_p_mix_is_w_plus_weighted_lora_deltas(
+    tiny_model_dir, adapters, tmp_path
+) -> None:
     capabilities, bank, _, _ = _loaded(tiny_model_dir, adapters)
     weights = {"date_time_recovery": 0.7, "permission_error_recovery": 0.3}
     bank.activate_weights(weights)
@@ -96,7 +105,11 @@ def test_top_p_mix_is_w_plus_weighted_lora_deltas(tiny_model_dir, adapters, tmp_
     with torch.no_grad():
         expected = layer.base_layer(x)
         for name, alpha in weights.items():
-            delta = layer.lora_B[name].weight @ layer.lora_A[name].weight * layer.scaling[name]
+            delta = (
+                layer.lora_B[name].weight
+                @ layer.lora_A[name].weight
+                * layer.scaling[name]
+            )
             expected = expected + alpha * x @ delta.T
         torch.testing.assert_close(layer(x), expected, atol=1e-5, rtol=1e-5)
     # Rank of the mix is the sum of the ranks, so one adapter file serves it.
@@ -119,7 +132,11 @@ def test_switching_and_base_route(tiny_model_dir, adapters) -> None:
     _, bank, tokenizer, _ = _loaded(tiny_model_dir, adapters)
     ids = torch.tensor([tokenizer("hello")["input_ids"]])
     outputs = {}
-    for key, weights in {"base": {}, "a": {"date_time_recovery": 1.0}, "b": {"permission_error_recovery": 1.0}}.items():
+    for key, weights in {
+        "base": {},
+        "a": {"date_time_recovery": 1.0},
+        "b": {"permission_error_recovery": 1.0},
+    }.items():
         bank.activate_weights(weights)
         with torch.no_grad():
             outputs[key] = bank.model(input_ids=ids).logits
@@ -136,7 +153,9 @@ def test_modes() -> None:
     route = top_p_route([0.5, 0.3, 0.2], targets, 0.75)
     assert route.weights == {"a": 0.625, "b": 0.375} and route.target == "a"
     route = top_p_route([0.5, 0.1, 0.4], targets, 0.8)
-    assert route.weights == {"a": round(0.5 / 0.9, 4)}  # base keeps its share: pulled toward W
+    assert route.weights == {
+        "a": round(0.5 / 0.9, 4)
+    }  # base keeps its share: pulled toward W
 
 
 def test_probe_fits_and_predicts(tmp_path) -> None:
@@ -163,11 +182,39 @@ def test_probe_fits_and_predicts(tmp_path) -> None:
         load_probe(tmp_path, "fp", targets)
 
 
-def test_fit_eval_and_route_commands(tiny_model_dir, adapters, tmp_path, capsys) -> None:
-    common = ["--adapters", str(adapters), "--model", str(tiny_model_dir), "--example-tokens", "40", "--task-tokens", "64"]
-    assert main(["fit", *common, "--envs", *ENVS.values(), "--base-envs", BASE_ENV, "--examples", "6"]) == 0
+def test_fit_eval_and_route_commands(
+    tiny_model_dir, adapters, tmp_path, capsys
+) -> None:
+    common = [
+        "--adapters",
+        str(adapters),
+        "--model",
+        str(tiny_model_dir),
+        "--example-tokens",
+        "40",
+        "--task-tokens",
+        "64",
+    ]
+    assert (
+        main(
+            [
+                "fit",
+                *common,
+                "--envs",
+                *ENVS.values(),
+                "--base-envs",
+                BASE_ENV,
+                "--examples",
+                "6",
+            ]
+        )
+        == 0
+    )
     assert "probe fitted" in capsys.readouterr().out
-    assert main(["route", *common, "--env", ENVS["date_time_recovery"], "--mode", "probe"]) == 0
+    assert (
+        main(["route", *common, "--env", ENVS["date_time_recovery"], "--mode", "probe"])
+        == 0
+    )
     route = json.loads(capsys.readouterr().out)
     assert route["mode"] == "probe" and set(route["probabilities"]) == {*ENVS, BASE}
     out = tmp_path / "eval"
@@ -176,21 +223,34 @@ def test_fit_eval_and_route_commands(tiny_model_dir, adapters, tmp_path, capsys)
     assert code == 0, capsys.readouterr().err
     report = json.loads((out / "report.json").read_text())
     assert set(report["routing"]) == {"argmax", "top-p", "probe"}
-    assert {"base model", "uniform merge", "oracle", "routed: argmax", "routed: probe"} <= set(report["success"])
+    assert {
+        "base model",
+        "uniform merge",
+        "oracle",
+        "routed: argmax",
+        "routed: probe",
+    } <= set(report["success"])
     assert report["tasks"] == 6 and min(report["seeds"]) >= 2**30
     for row in report["success"].values():
         assert 0 <= row["ci95"][0] <= row["rate"] <= row["ci95"][1] <= 1
-    assert (out / "confusion.png").stat().st_size > 0 and (out / "success.png").is_file()
+    assert (out / "confusion.png").stat().st_size > 0 and (
+        out / "success.png"
+    ).is_file()
     # The oracle plays each task with its true adapter: it matches the single adapter on its tasks.
     for task in report["per_task"]:
         if task["truth"] != BASE:
-            assert task["success"]["oracle"] == task["success"][f"single: {task['truth']}"]
+            assert (
+                task["success"]["oracle"] == task["success"][f"single: {task['truth']}"]
+            )
     # A second eval into the same folder needs --force; a folder it did not write is never replaced.
     assert main(["eval", *common, "--episodes", "1", "--out", str(out)]) == 2
     foreign = tmp_path / "mine"
     foreign.mkdir()
     (foreign / "notes.txt").write_text("keep")
-    assert main(["eval", *common, "--episodes", "1", "--out", str(foreign), "--force"]) == 2
+    assert (
+        main(["eval", *common, "--episodes", "1", "--out", str(foreign), "--force"])
+        == 2
+    )
     assert (foreign / "notes.txt").read_text() == "keep"
 
 
@@ -205,12 +265,16 @@ def test_fit_eval_and_route_commands(tiny_model_dir, adapters, tmp_path, capsys)
         ("not_a_folder", "is not a folder"),
     ],
 )
-def test_bad_adapter_folders_exit_2(adapters, tiny_model_dir, tmp_path, capsys, breakage, message) -> None:
+def test_bad_adapter_folders_exit_2(
+    adapters, tiny_model_dir, tmp_path, capsys, breakage, message
+) -> None:
     folder = tmp_path / "set"
     if breakage == "not_a_folder":
         folder.write_text("x")
     else:
-        shutil.copytree(adapters, folder, ignore=shutil.ignore_patterns("router_probe.json"))
+        shutil.copytree(
+            adapters, folder, ignore=shutil.ignore_patterns("router_probe.json")
+        )
     trace = folder / "date_time_recovery" / "trace.json"
     if breakage == "empty":
         for child in folder.iterdir():
@@ -224,29 +288,65 @@ def test_bad_adapter_folders_exit_2(adapters, tiny_model_dir, tmp_path, capsys, 
         trace.write_text(json.dumps({**data, "base_model": "org/other-model"}))
     elif breakage == "bad_json":
         trace.write_text("[" * 100_000)
-    code = main(["route", "--adapters", str(folder), "--model", str(tiny_model_dir), "--env", ENVS["date_time_recovery"]])
+    code = main(
+        [
+            "route",
+            "--adapters",
+            str(folder),
+            "--model",
+            str(tiny_model_dir),
+            "--env",
+            ENVS["date_time_recovery"],
+        ]
+    )
     assert code == 2
     assert message in capsys.readouterr().err
 
 
 def test_model_other_than_the_adapters_base_exits_2(adapters, capsys) -> None:
-    assert main(["route", "--adapters", str(adapters), "--model", "org/another", "--env", ENVS["date_time_recovery"]]) == 2
+    assert (
+        main(
+            [
+                "route",
+                "--adapters",
+                str(adapters),
+                "--model",
+                "org/another",
+                "--env",
+                ENVS["date_time_recovery"],
+            ]
+        )
+        == 2
+    )
     assert "not the base model" in capsys.readouterr().err
 
 
-def test_serve_answers_the_openai_client_and_keeps_routes(tiny_model_dir, adapters) -> None:
+def test_serve_answers_the_openai_client_and_keeps_routes(
+    tiny_model_dir, adapters
+) -> None:
     import openai
 
     from router.backends import TransformersBackend
 
     capabilities, bank, tokenizer, prompt = _loaded(tiny_model_dir, adapters)
     router = Router(LabelScorer(bank.model, prompt))
-    backend = TransformersBackend(bank, router, tokenizer, capabilities.tool_format, "argmax")
-    script = iter(['<tool_call>{"name": "get_current_timestamp", "arguments": {}}</tool_call>', "It is 5pm."])
+    backend = TransformersBackend(
+        bank, router, tokenizer, capabilities.tool_format, "argmax"
+    )
+    script = iter(
+        [
+            '<tool_call>{"name": "get_current_timestamp", "arguments": {}}</tool_call>',
+            "It is 5pm.",
+        ]
+    )
     real_complete = backend.complete
 
-    def complete(request, messages, route):  # the tiny model's text is random: script it
-        text, prompt_tokens, completion_tokens, finish = real_complete(request, messages, route)
+    def complete(
+        request, messages, route
+    ):  # the tiny model's text is random: script it
+        text, prompt_tokens, completion_tokens, finish = real_complete(
+            request, messages, route
+        )
         return next(script), prompt_tokens, completion_tokens, finish
 
     backend.complete = complete
@@ -255,13 +355,24 @@ def test_serve_answers_the_openai_client_and_keeps_routes(tiny_model_dir, adapte
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        client = openai.OpenAI(base_url=f"http://127.0.0.1:{server.server_address[1]}/v1", api_key="x", max_retries=0)
+        client = openai.OpenAI(
+            base_url=f"http://127.0.0.1:{server.server_address[1]}/v1",
+            api_key="x",
+            max_retries=0,
+        )
         assert {m.id for m in client.models.list()} == {"trace-router", BASE, *ENVS}
         messages = first_observation(resolve_env(ENVS["date_time_recovery"]), 2**30)
-        tools = resolve_env(ENVS["date_time_recovery"]).make().reset(seed=2**30)[1]["tools"]
-        first = client.chat.completions.create(model="trace-router", messages=messages, tools=tools, max_tokens=5)
+        tools = (
+            resolve_env(ENVS["date_time_recovery"]).make().reset(seed=2**30)[1]["tools"]
+        )
+        first = client.chat.completions.create(
+            model="trace-router", messages=messages, tools=tools, max_tokens=5
+        )
         call = first.choices[0].message.tool_calls[0]
-        assert call.function.name == "get_current_timestamp" and json.loads(call.function.arguments) == {}
+        assert (
+            call.function.name == "get_current_timestamp"
+            and json.loads(call.function.arguments) == {}
+        )
         assert first.choices[0].finish_reason == "tool_calls"
         route = first.model_extra["route"]
         follow = [
@@ -269,16 +380,22 @@ def test_serve_answers_the_openai_client_and_keeps_routes(tiny_model_dir, adapte
             first.choices[0].message.model_dump(exclude_none=True),
             {"role": "tool", "tool_call_id": call.id, "content": "2025-01-01T17:00:00"},
         ]
-        second = client.chat.completions.create(model="trace-router", messages=follow, tools=tools, max_tokens=5)
+        second = client.chat.completions.create(
+            model="trace-router", messages=follow, tools=tools, max_tokens=5
+        )
         assert second.choices[0].message.content == "It is 5pm."
         assert second.model_extra["route"] == route  # the conversation keeps its route
         assert len(chat.routes) == 1
         with pytest.raises(openai.BadRequestError, match="messages"):
             client.chat.completions.create(model="trace-router", messages=[])
         with pytest.raises(openai.BadRequestError, match="stream"):
-            client.chat.completions.create(model="trace-router", messages=messages, stream=True)
+            client.chat.completions.create(
+                model="trace-router", messages=messages, stream=True
+            )
         with pytest.raises(openai.BadRequestError, match="temperature"):
-            client.chat.completions.create(model="trace-router", messages=messages, temperature=7)
+            client.chat.completions.create(
+                model="trace-router", messages=messages, temperature=7
+            )
     finally:
         server.shutdown()
         server.server_close()
