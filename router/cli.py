@@ -54,7 +54,13 @@ def _load(arguments: argparse.Namespace, need_probe: bool = False) -> Loaded:
     scorer = LabelScorer(bank.model, prompt)
     if arguments.calibrate:
         scorer.calibrate()
-    probe = load_probe(capabilities.folder, prompt.fingerprint(), prompt.targets)
+    try:
+        probe = load_probe(capabilities.folder, prompt.fingerprint(), prompt.targets)
+    except RouterError as exc:
+        if need_probe:
+            raise
+        logging.getLogger("router").warning("probe mode off: %s", exc)
+        probe = None
     if need_probe and probe is None:
         raise RouterError(
             f"--mode probe needs a fitted probe in {capabilities.folder}; run `router fit` first"

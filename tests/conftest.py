@@ -43,3 +43,35 @@ def tiny_tokenizer(tiny_model_dir):
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(tiny_model_dir)
+
+
+ENVS = {
+    name: str(ROOT / "generated_envs" / name)
+    for name in ("permission_error_recovery", "date_time_recovery")
+}
+BASE_ENV = str(ROOT / "generated_envs" / "multi_step_task_completion")
+
+
+@pytest.fixture(scope="session")
+def adapters(tiny_model_dir, tmp_path_factory) -> Path:
+    """Two tiny adapters (one GRPO iteration each) on two phone-kit capabilities."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from trainer.cli import main as trainer_main
+
+    folder = tmp_path_factory.mktemp("adapters")
+    for seed, (name, env) in enumerate(ENVS.items()):
+        code = trainer_main(
+            ["train", "--env", env, "--model", str(tiny_model_dir), "--out", str(folder / name),
+             "--iterations", "1", "--groups", "1", "--group-size", "2", "--max-new-tokens", "4",
+             "--max-turns", "1", "--lora-rank", "4", "--seed", str(seed)]
+        )  # fmt: skip
+        assert code == 0
+        # Random LoRA B starts at zero: make the two adapters differ from the base.
+        path = folder / name / "adapter_model.safetensors"
+        tensors = {
+            k: v + 0.05 * torch.randn_like(v) for k, v in load_file(str(path)).items()
+        }
+        save_file(tensors, str(path))
+    return folder

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import shutil
 import threading
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,41 +20,13 @@ from router.routed import Router, first_observation
 from router.scorer import LabelScorer
 from router.serve import RoutedChat, make_server
 from router.vllm import write_mix
-from tests.conftest import ROOT
-from trainer.cli import main as trainer_main
+from tests.conftest import BASE_ENV, ENVS
 from trainer.envs import resolve_env
 from trainer.models import load_base
 
-ENVS = {
-    name: str(ROOT / "generated_envs" / name)
-    for name in ("permission_error_recovery", "date_time_recovery")
-}
-BASE_ENV = str(ROOT / "generated_envs" / "multi_step_task_completion")
-
-
-@pytest.fixture(scope="module")
-def adapters(tiny_model_dir, tmp_path_factory) -> Path:
-    """Two tiny adapters (one GRPO iteration each) on two phone-kit capabilities."""
-    folder = tmp_path_factory.mktemp("adapters")
-    for seed, (name, env) in enumerate(ENVS.items()):
-        code = trainer_main(
-            ["train", "--env", env, "--model", str(tiny_model_dir), "--out", str(folder / name),
-             "--iterations", "1", "--groups", "1", "--group-size", "2", "--max-new-tokens", "4",
-             "--max-turns", "1", "--lora-rank", "4", "--seed", str(seed)]
-        )  # fmt: skip
-        assert code == 0
-        # Random LoRA B starts at zero: make the two adapters differ from the base.
-        path = folder / name / "adapter_model.safetensors"
-        from safetensors.torch import load_file, save_file
-
-        tensors = {
-            k: v + 0.05 * torch.randn_like(v) for k, v in load_file(str(path)).items()
-        }
-        save_file(tensors, str(path))
-    return folder
-
 
 def _loaded(tiny_model_dir, adapters):
+    """The capability set, adapter bank, tokenizer and a small routing prompt."""
     capabilities = load_capabilities(adapters, str(tiny_model_dir))
     base, tokenizer = load_base(str(tiny_model_dir))
     bank = AdapterBank(base, capabilities)

@@ -24,7 +24,7 @@ from router.routed import first_observation
 from router.scorer import LabelScorer
 from router.serve import RoutedChat, make_server
 from router.vllm import VLLMScorer, legal_rank
-from tests.test_router import BASE_ENV, ENVS, adapters  # noqa: F401 - the fixture
+from tests.conftest import BASE_ENV, ENVS
 from trainer.envs import resolve_env
 from trainer.models import load_base
 
