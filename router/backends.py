@@ -13,6 +13,7 @@ import torch
 
 from router.adapters import AdapterBank
 from router.capabilities import CapabilitySet
+from router.errors import RouterError
 from router.modes import Route, argmax_route, top_p_route
 from router.prompt import RoutingPrompt
 from router.routed import Router
@@ -59,6 +60,12 @@ class TransformersBackend:
             messages
         )
         model = self.bank.model
+        limit = getattr(model.config, "max_position_embeddings", None) or 32_768
+        if len(ids) + _budget(request) > limit:
+            raise RouterError(
+                f"the conversation ({len(ids)} tokens) plus max_tokens ({_budget(request)}) "
+                f"exceeds the model's context of {limit} tokens; shorten it"
+            )
         temperature = 1.0 if request.temperature is None else request.temperature
         sampling = (
             {"do_sample": True, "temperature": temperature, "top_k": 0}

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import glob
 import json
 import logging
+import os
 import shutil
 import sys
 import tempfile
@@ -198,17 +200,43 @@ def _prepare_out(out: Path, force: bool) -> Path:
     parent = out.resolve().parent
     try:
         parent.mkdir(parents=True, exist_ok=True)
-        return Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=parent))
+        _remove_stale_staging(parent, out.name)
+        return Path(tempfile.mkdtemp(prefix=f".{out.name}-{os.getpid()}-", dir=parent))
     except OSError as exc:
         raise RouterError(f"--out {out}: cannot write in {parent} ({exc})") from None
+
+
+def _remove_stale_staging(parent: Path, name: str) -> None:
+    """Remove staging folders of earlier evals of `name` whose process is gone (kill -9)."""
+    for folder in parent.glob(f".{glob.escape(name)}-*-*"):
+        pid = folder.name[len(name) + 2 :].split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)) and folder.is_dir():
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _move_into_place(staging: Path, out: Path) -> None:
     """Swap the finished report folder in; an earlier one is removed only afterwards."""
     old = staging.with_name(staging.name + ".old")
-    if out.exists():
-        out.rename(old)
-    staging.rename(out)
+    try:
+        if out.exists():
+            out.rename(old)
+        staging.rename(out)
+    except OSError as exc:
+        kept = out.with_name(f"{out.name}-{os.getpid()}")
+        staging.rename(kept)
+        raise RouterError(
+            f"--out {out} changed while this eval ran ({exc}); its report is in {kept}"
+        ) from None
     shutil.rmtree(old, ignore_errors=True)
 
 
@@ -555,10 +583,29 @@ def main(argv: list[str] | None = None) -> int:
     )
     arguments = build_parser().parse_args(argv)
     try:
+        _check_settings(arguments)
         return arguments.run(arguments)
     except (RouterError, TrainerError) as exc:
         print(f"router: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("router: interrupted; nothing was moved into place", file=sys.stderr)
+        return 130
+
+
+def _check_settings(arguments: argparse.Namespace) -> None:
+    """Settings that can never work are refused before any model is loaded."""
+    if not 0 < arguments.top_p <= 1:
+        raise RouterError(f"--top-p must be in (0, 1], not {arguments.top_p}")
+    if not 0 <= arguments.example_tokens <= 100_000:
+        raise RouterError("--example-tokens must be between 0 and 100000")
+    if not 16 <= arguments.task_tokens <= 100_000:
+        raise RouterError("--task-tokens must be between 16 and 100000")
+    if not 0 <= getattr(arguments, "port", 0) <= 65535:
+        raise RouterError(f"--port must be between 0 and 65535, not {arguments.port}")
+    regularisation = getattr(arguments, "regularisation", 1.0)
+    if not 0 < regularisation < float("inf"):
+        raise RouterError("--regularisation must be a positive number")
 
 
 if __name__ == "__main__":

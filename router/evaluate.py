@@ -223,6 +223,8 @@ def markdown(report: dict[str, Any]) -> str:
     """The report as Markdown tables (routing accuracy, success, paired tests)."""
 
     def interval(row: dict[str, Any]) -> str:
+        if not row["n"]:
+            return "- (0/0)"
         return f"{row['rate']:.3f} [{row['ci95'][0]:.3f}, {row['ci95'][1]:.3f}] ({row['successes']}/{row['n']})"
 
     lines = [

@@ -26,9 +26,13 @@ def plot_confusion(report: dict[str, Any], path: Path) -> None:
         confusion = report["routing"][mode]["confusion"]
         targets, matrix = confusion["targets"], confusion["matrix"]
         axis.imshow(matrix, cmap="Blues")
+        top = max(max(values) for values in matrix) or 1
         for row, values in enumerate(matrix):
             for column, value in enumerate(values):
-                axis.text(column, row, str(value), ha="center", va="center")
+                colour = "white" if value > top / 2 else "black"
+                axis.text(
+                    column, row, str(value), ha="center", va="center", color=colour
+                )
         axis.set_xticks(
             range(len(targets)), targets, rotation=30, ha="right", fontsize=7
         )

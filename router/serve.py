@@ -95,6 +95,25 @@ def normalise(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def check_tools(tools: list[dict[str, Any]]) -> None:
+    """Tools must be OpenAI function schemas: `{"type": "function", "function": {"name", ...}}`."""
+    for index, tool in enumerate(tools):
+        function = tool.get("function")
+        if (
+            tool.get("type", "function") != "function"
+            or not isinstance(function, dict)
+            or not isinstance(function.get("name"), str)
+            or not isinstance(function.get("parameters", {}), dict)
+            or not isinstance(
+                function.get("parameters", {}).get("properties", {}), dict
+            )
+        ):
+            raise RouterError(
+                f"tools.{index}: must be {{'type': 'function', 'function': {{'name': ..., "
+                "'parameters': {...}}}}"
+            )
+
+
 def conversation_key(messages: list[dict[str, Any]]) -> str:
     """A conversation's identity: its system message and first user message."""
     system = next((m["content"] for m in messages if m["role"] == "system"), "")
@@ -165,6 +184,7 @@ class RoutedChat:
 
     def complete(self, request: ChatRequest) -> dict[str, Any]:
         messages = normalise(request.messages)
+        check_tools(request.tools or [])
         if not any(m["role"] == "user" for m in messages):
             raise RouterError(
                 "messages: a conversation needs at least one user message"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import threading
 
@@ -370,3 +371,39 @@ def test_serve_answers_the_openai_client_and_keeps_routes(
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.mark.parametrize(
+    "command, message",
+    [
+        (["route", "--top-p", "nan"], "--top-p"),
+        (["route", "--task-tokens", "3"], "--task-tokens"),
+        (["serve", "--port", "70000"], "--port"),
+        (["fit", "--examples", "1"], "--examples"),
+        (["fit", "--regularisation", "inf"], "--regularisation"),
+        (["eval", "--episodes", "0", "--out", "x"], "--episodes"),
+        (["eval", "--temperature", "0", "--out", "x"], "--temperature"),
+        (["route"], "give the task"),
+    ],
+)
+def test_bad_settings_exit_2_before_loading(tmp_path, capsys, command, message) -> None:
+    folder = tmp_path / "none"
+    code = main([*command, "--adapters", str(folder), "--model", "org/model"])
+    assert code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_eval_out_that_is_a_file_and_stale_staging(tmp_path, capsys) -> None:
+    from router.cli import _prepare_out
+
+    target = tmp_path / "report"
+    target.write_text("mine")
+    with pytest.raises(Exception, match="is a file"):
+        _prepare_out(target, force=True)
+    assert target.read_text() == "mine"
+    dead = tmp_path / ".fresh-999999999-abc"  # a staging folder of a killed eval
+    dead.mkdir()
+    live = tmp_path / f".fresh-{os.getpid()}-abc"
+    live.mkdir()
+    staging = _prepare_out(tmp_path / "fresh", force=False)
+    assert not dead.exists() and live.exists() and staging.is_dir()

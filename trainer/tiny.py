@@ -127,3 +127,12 @@ def register_task() -> None:
     """Register the one-turn task's gymnasium id (once)."""
     if TASK_ID not in gymnasium.registry:
         gymnasium.register(TASK_ID, entry_point=FirstLetterEnv)
+
+
+if __name__ == "__main__":
+    # `python -m trainer.tiny FOLDER`: a tiny random chat model for trying the pipeline.
+    import sys
+
+    if len(sys.argv) != 2:
+        sys.exit("usage: python -m trainer.tiny FOLDER")
+    print(build_tiny_model(Path(sys.argv[1])))
