@@ -119,6 +119,25 @@ def main() -> None:
         a = cached.probabilities(cached.score_ids(ids))
         b = uncached.probabilities(uncached.score_ids(ids))
         differences.append(float((a - b).abs().max()))
+    # Zero-shot logit routing with contextual calibration, on the evaluation tasks.
+    from router.evaluate import routing_accuracy
+    from router.modes import argmax_route
+
+    evaluation = [
+        (truth, first_observation(resolve_env(env), 2**30 + i))
+        for truth, env in [*ENVS.items(), ("base", BASE_ENV)]
+        for i in range(args.episodes)
+    ]
+    cached.calibrate()
+    calibrated = [
+        argmax_route(
+            cached.probabilities(cached.score(m)).tolist(), prompt.targets
+        ).target
+        for _, m in evaluation
+    ]
+    calibration = routing_accuracy(
+        [t for t, _ in evaluation], calibrated, prompt.targets
+    )
     names = capabilities.names
     cycle = iter([{names[0]: 1.0}, {names[1]: 1.0}, {}] * 10_000)
     switch = median_seconds(lambda: bank.activate_weights(next(cycle)), 300)
@@ -132,9 +151,10 @@ def main() -> None:
         "max_probability_difference": max(differences),
         "adapter_switch_ms_median": switch * 1000,
         "threads": torch.get_num_threads(),
+        "calibrated_argmax_accuracy": calibration["accuracy"],
+        "calibrated_argmax_confusion": calibration["confusion"],
     }
     print(json.dumps(timing, indent=2), flush=True)
-    del bank, base, cached, uncached
 
     common = ["--adapters", str(args.adapters), "--model", model]
     envs = ["--envs", *ENVS.values(), "--base-envs", BASE_ENV]
