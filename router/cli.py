@@ -434,19 +434,19 @@ def _common(parser: argparse.ArgumentParser, modes: bool = True) -> None:
         "--example-tokens",
         type=int,
         default=400,
-        help="token budget of each example trajectory in the routing prompt (default: %(default)s)",
+        help="token budget of each example trajectory in the routing prompt",
     )
     parser.add_argument(
         "--task-tokens",
         type=int,
         default=768,
-        help="token budget of the task part (default: %(default)s)",
+        help="token budget of the task part",
     )
     parser.add_argument(
         "--top-p",
         type=float,
         default=0.9,
-        help="probability mass of top-p routing (default: %(default)s)",
+        help="probability mass of top-p routing",
     )
     parser.add_argument(
         "--calibrate",
@@ -458,7 +458,7 @@ def _common(parser: argparse.ArgumentParser, modes: bool = True) -> None:
             "--mode",
             choices=("argmax", "top-p", "probe"),
             default="argmax",
-            help="routing mode (default: %(default)s)",
+            help="routing mode",
         )
 
 
@@ -467,7 +467,7 @@ def _envs(parser: argparse.ArgumentParser) -> None:
         "--envs",
         nargs="+",
         default=None,
-        help="adapters' environments (default: each adapter's own, if installed)",
+        help="adapters' environments; if none, each adapter's own (installed)",
     )
     parser.add_argument(
         "--base-envs",
@@ -484,7 +484,11 @@ def build_parser() -> argparse.ArgumentParser:
         prog="router", description="Route tasks to TRACE capability adapters."
     )
     commands = parser.add_subparsers(dest="command", required=True)
-    route = commands.add_parser("route", help="print the route of one task")
+    route = commands.add_parser(
+        "route",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        help="print the route of one task",
+    )
     _common(route)
     route.add_argument(
         "--env", default=None, help="take the task from this environment"
@@ -500,7 +504,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     route.set_defaults(run=_route)
     fit = commands.add_parser(
-        "fit", help="fit the probe on routing examples from training seeds"
+        "fit",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        help="fit the probe on routing examples from training seeds",
     )
     _common(fit, modes=False)
     _envs(fit)
@@ -508,24 +514,26 @@ def build_parser() -> argparse.ArgumentParser:
         "--examples",
         type=int,
         default=64,
-        help="examples per environment (default: %(default)s)",
+        help="examples per environment",
     )
     fit.add_argument(
         "--first-seed",
         type=int,
         default=10_000,
-        help="first training seed (default: %(default)s)",
+        help="first training seed",
     )
     fit.add_argument(
         "--regularisation",
         type=float,
         default=1.0,
-        help="inverse L2 strength C (default: %(default)s)",
+        help="inverse L2 strength C",
     )
     fit.add_argument("--force", action="store_true", help="replace an existing probe")
     fit.set_defaults(run=_fit)
     evaluate = commands.add_parser(
-        "eval", help="routing accuracy and task success on evaluation seeds"
+        "eval",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        help="routing accuracy and task success on evaluation seeds",
     )
     _common(evaluate, modes=False)
     _envs(evaluate)
@@ -533,7 +541,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--episodes",
         type=int,
         default=20,
-        help="tasks per environment (default: %(default)s)",
+        help="tasks per environment",
     )
     evaluate.add_argument(
         "--out",
@@ -543,12 +551,25 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument(
         "--force", action="store_true", help="replace an earlier eval output"
     )
-    evaluate.add_argument("--max-turns", type=int, default=8)
-    evaluate.add_argument("--max-new-tokens", type=int, default=96)
-    evaluate.add_argument("--max-total-tokens", type=int, default=8192)
-    evaluate.add_argument("--temperature", type=float, default=0.7)
-    evaluate.add_argument("--generation-batch-size", type=int, default=32)
-    evaluate.add_argument("--precision", choices=PRECISIONS, default="fp32")
+    evaluate.add_argument("--max-turns", type=int, default=8, help="turns per episode")
+    evaluate.add_argument(
+        "--max-new-tokens", type=int, default=96, help="tokens per turn"
+    )
+    evaluate.add_argument(
+        "--max-total-tokens", type=int, default=8192, help="tokens per episode"
+    )
+    evaluate.add_argument(
+        "--temperature", type=float, default=0.7, help="sampling temperature (> 0)"
+    )
+    evaluate.add_argument(
+        "--generation-batch-size",
+        type=int,
+        default=32,
+        help="episodes per generate call",
+    )
+    evaluate.add_argument(
+        "--precision", choices=PRECISIONS, default="fp32", help="bf16: mixed precision"
+    )
     evaluate.add_argument(
         "--backend",
         choices=("transformers", "vllm"),
@@ -557,7 +578,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     evaluate.set_defaults(run=_eval)
     serve = commands.add_parser(
-        "serve", help="OpenAI-compatible chat completions for the routed agent"
+        "serve",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        help="OpenAI-compatible chat completions for the routed agent",
     )
     _common(serve)
     serve.add_argument("--host", default="127.0.0.1")
