@@ -97,10 +97,10 @@ def _capability(folder: Path) -> tuple[Capability, dict[str, Any]]:
     if not isinstance(trace, dict):
         raise RouterError(f"{trace_path} must hold a JSON object; {hint}")
     name = _field(trace, "capability", trace_path, str)
-    if not NAME.match(name):
+    if not NAME.match(name) or name in ("base", "trace-router"):
         raise RouterError(
             f"{trace_path}: capability name {name!r:.80} must be a snake_case id "
-            "(letters, digits, _ or -, at most 64)"
+            "(letters, digits, _ or -, at most 64; 'base' and 'trace-router' are reserved)"
         )
     example = trace.get("example_trajectory") or []
     if not isinstance(example, list) or not all(isinstance(m, dict) for m in example):

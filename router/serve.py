@@ -49,16 +49,40 @@ class ChatRequest(BaseModel):
 
 
 def _text(content: Any) -> str:
-    """OpenAI message content (a string or a list of text parts) as a string."""
+    """OpenAI message content (a string or a list of text parts) as valid UTF-8 text."""
     if isinstance(content, str):
-        return content
+        # Lone surrogates (legal in JSON, not in UTF-8) would break tokenizers.
+        return content.encode("utf-8", "replace").decode("utf-8")
     if isinstance(content, list):
-        return "".join(
-            p.get("text", "")
-            for p in content
-            if isinstance(p, dict) and isinstance(p.get("text"), str)
+        return _text(
+            "".join(
+                p.get("text", "")
+                for p in content
+                if isinstance(p, dict) and isinstance(p.get("text"), str)
+            )
         )
     return ""
+
+
+def _call(index: int, call: Any) -> dict[str, Any]:
+    """One assistant tool call in OpenAI's form, its arguments a JSON object string."""
+    function = call.get("function") if isinstance(call, dict) else None
+    if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+        raise RouterError(f"tool_calls.{index}: needs function.name")
+    arguments = function.get("arguments") or "{}"
+    try:
+        parsed = json.loads(arguments) if isinstance(arguments, str) else arguments
+    except (ValueError, RecursionError):
+        parsed = None
+    if not isinstance(parsed, dict):
+        raise RouterError(
+            f"tool_calls.{index}: function.arguments must be a JSON object"
+        )
+    return {
+        "id": _text(str(call.get("id", f"call_{index}"))),
+        "type": "function",
+        "function": {"name": _text(function["name"]), "arguments": json.dumps(parsed)},
+    }
 
 
 def normalise(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -74,23 +98,10 @@ def normalise(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         }
         calls = message.get("tool_calls")
         if role == "assistant" and isinstance(calls, list) and calls:
-            item["tool_calls"] = [
-                {
-                    "id": str(c.get("id", f"call_{i}")),
-                    "type": "function",
-                    "function": {
-                        "name": str(c["function"].get("name", "")),
-                        "arguments": c["function"].get("arguments")
-                        if isinstance(c["function"].get("arguments"), str)
-                        else json.dumps(c["function"].get("arguments") or {}),
-                    },
-                }
-                for i, c in enumerate(calls)
-                if isinstance(c, dict) and isinstance(c.get("function"), dict)
-            ]
+            item["tool_calls"] = [_call(i, c) for i, c in enumerate(calls)]
         if role == "tool":
-            item["tool_call_id"] = str(message.get("tool_call_id", ""))
-            item["name"] = str(message.get("name", "tool"))
+            item["tool_call_id"] = _text(str(message.get("tool_call_id", "")))
+            item["name"] = _text(str(message.get("name") or "tool"))
         out.append(item)
     return out
 
