@@ -23,6 +23,7 @@ from typing import Any
 
 from router.capabilities import CapabilitySet, load_capabilities
 from router.errors import RouterError
+from router.prompt import EXAMPLE_TOKENS, TASK_TOKENS
 
 EVAL_MARKER = "trace-router-eval"
 
@@ -433,13 +434,13 @@ def _common(parser: argparse.ArgumentParser, modes: bool = True) -> None:
     parser.add_argument(
         "--example-tokens",
         type=int,
-        default=400,
+        default=EXAMPLE_TOKENS,
         help="token budget of each example trajectory in the routing prompt",
     )
     parser.add_argument(
         "--task-tokens",
         type=int,
-        default=768,
+        default=TASK_TOKENS,
         help="token budget of the task part",
     )
     parser.add_argument(

@@ -24,6 +24,9 @@ from router.errors import RouterError
 
 POOL = string.ascii_uppercase + string.digits
 BASE = "base"  # the target of the base label: no adapter
+# Token budgets: each example trajectory, and a task's first observation.
+EXAMPLE_TOKENS = 800
+TASK_TOKENS = 512
 
 
 @dataclass(frozen=True)
@@ -74,8 +77,8 @@ class RoutingPrompt:
         self,
         capabilities: CapabilitySet,
         tokenizer: Any,
-        example_tokens: int = 400,
-        task_tokens: int = 768,
+        example_tokens: int = EXAMPLE_TOKENS,
+        task_tokens: int = TASK_TOKENS,
     ) -> None:
         if example_tokens < 0 or task_tokens < 16:
             raise RouterError("--example-tokens must be >= 0 and --task-tokens >= 16")
