@@ -407,3 +407,18 @@ def test_eval_out_that_is_a_file_and_stale_staging(tmp_path, capsys) -> None:
     live.mkdir()
     staging = _prepare_out(tmp_path / "fresh", force=False)
     assert not dead.exists() and live.exists() and staging.is_dir()
+
+
+def test_router_help_needs_no_torch() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, router.cli\n"
+        "router.cli.build_parser().format_help()\n"
+        "assert 'torch' not in sys.modules and 'transformers' not in sys.modules\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
