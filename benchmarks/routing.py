@@ -33,11 +33,11 @@ ENVS = {
 }
 BASE_ENV = str(ROOT / "generated_envs" / "multi_step_task_completion")
 TRAIN = [
-    "--chat-template", "gemma", "--tool-format", "compact", "--precision", "bf16",
-    "--cold-start", "48", "--cold-start-epochs", "2", "--cold-start-learning-rate", "5e-4",
+    "--chat-template", "gemma", "--tool-format", "compact", "--precision", "fp32",
+    "--cold-start", "32", "--cold-start-epochs", "2", "--cold-start-learning-rate", "5e-4",
     "--iterations", "1", "--groups", "1", "--group-size", "2", "--max-new-tokens", "96",
     "--max-turns", "8", "--max-total-tokens", "8192", "--temperature", "0.7",
-    "--learning-rate", "5e-5", "--minibatch-size", "4",
+    "--learning-rate", "5e-5", "--minibatch-size", "2",
     "--lora-target-modules", "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj",
 ]  # fmt: skip
 
@@ -165,7 +165,6 @@ def main() -> None:
     out = args.results
     evaluate = [sys.executable, "-m", "router", "eval", *common, *envs]
     evaluate += ["--episodes", str(args.episodes), "--out", str(out), "--force"]
-    evaluate += ["--precision", "bf16"]
     print("running:", " ".join(evaluate), flush=True)
     subprocess.run(evaluate, check=True)
     report = json.loads((out / "report.json").read_text())

@@ -7,6 +7,7 @@ then cached as safetensors), or a Hugging Face id (needs the hub).
 from __future__ import annotations
 
 import hashlib
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from trainer.chat_templates import apply_chat_template
 from trainer.config import TrainConfig
 from trainer.errors import TrainerError
 
+log = logging.getLogger("trainer.models")
 GGUF_CACHE = Path.home() / ".cache" / "trace-factory" / "gguf"
 
 
@@ -88,6 +90,13 @@ def load_base(
     return base.to(device), tokenizer
 
 
+def _fast_cpu_bf16() -> bool:
+    """Whether this CPU has vectorised bfloat16 matmuls (AVX512 or better)."""
+    import torch
+
+    return torch.backends.cpu.get_cpu_capability() not in ("DEFAULT", "AVX2", "NO AVX")
+
+
 def mixed_precision(precision: str, model: Any) -> Any:
     """A context where forward and backward passes run in `precision` (fp32: as loaded).
 
@@ -98,6 +107,12 @@ def mixed_precision(precision: str, model: Any) -> Any:
     import torch
 
     device = next(model.parameters()).device.type
+    if precision == "bf16" and device == "cpu" and not _fast_cpu_bf16():
+        log.warning(
+            "--precision bf16 on a CPU without AVX512 (%s): bfloat16 matmuls fall back "
+            "to a slow single-threaded kernel; use --precision fp32 here",
+            torch.backends.cpu.get_cpu_capability(),
+        )
     # No weight-cast cache: it lives as long as the context, which spans optimizer
     # steps here, so cached bf16 copies of the LoRA weights would go stale.
     return torch.autocast(
