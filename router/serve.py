@@ -257,6 +257,15 @@ def _error(
     }
 
 
+def _validation_message(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "body"
+    hint = (
+        " (streaming is not supported; send stream: false)" if where == "stream" else ""
+    )
+    return f"{where}: {first['msg']}{hint}"
+
+
 def make_handler(chat: RoutedChat) -> type[BaseHTTPRequestHandler]:
     """A request handler class bound to `chat`."""
 
@@ -319,18 +328,18 @@ def make_handler(chat: RoutedChat) -> type[BaseHTTPRequestHandler]:
                 )
                 return
             try:
-                request = ChatRequest.model_validate_json(self.rfile.read(length))
-                response = chat.complete(request)
-            except ValidationError as exc:
-                first = exc.errors()[0]
-                where = ".".join(str(p) for p in first["loc"]) or "body"
-                hint = (
-                    " (streaming is not supported; send stream: false)"
-                    if where == "stream"
-                    else ""
-                )
-                self._send(*_error(400, f"{where}: {first['msg']}{hint}"))
+                # The stdlib parser: it accepts what JSON allows (lone surrogates too).
+                payload = json.loads(self.rfile.read(length))
+            except (ValueError, RecursionError) as exc:
+                self._send(*_error(400, f"body: invalid JSON ({str(exc)[:200]})"))
                 return
+            try:
+                request = ChatRequest.model_validate(payload)
+            except ValidationError as exc:
+                self._send(*_error(400, _validation_message(exc)))
+                return
+            try:
+                response = chat.complete(request)
             except RouterError as exc:
                 self._send(*_error(400, str(exc)))
                 return

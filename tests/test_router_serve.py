@@ -1,0 +1,170 @@
+"""`router serve`'s HTTP surface with a scripted backend: routes kept, pins, bad requests."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import threading
+from collections.abc import Iterator
+
+import openai
+import pytest
+
+from router.modes import Route
+from router.prompt import BASE
+from router.serve import MAX_BODY, RoutedChat, make_server
+
+
+class ScriptedBackend:
+    """Routes by a keyword of the first user message; answers with a fixed text."""
+
+    def __init__(self) -> None:
+        self.routed = 0
+        self.text = '<tool_call>{"name": "lookup", "arguments": {"q": 1}}</tool_call>'
+        self.seen: list[tuple[str, list[dict]]] = []
+
+    def names(self) -> list[str]:
+        return ["alpha", "beta"]
+
+    def route(self, messages: list[dict]) -> Route:
+        self.routed += 1
+        user = next(m["content"] for m in messages if m["role"] == "user")
+        target = "beta" if "beta" in user else "alpha"
+        return Route("argmax", target, {target: 1.0})
+
+    def complete(self, request, messages, route):
+        self.seen.append((route.key, messages))
+        return self.text, 7, 3, "stop"
+
+
+@pytest.fixture
+def served() -> Iterator[tuple[ScriptedBackend, RoutedChat, int]]:
+    backend = ScriptedBackend()
+    chat = RoutedChat(backend)
+    server = make_server(chat, "127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield backend, chat, server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _client(port: int) -> openai.OpenAI:
+    return openai.OpenAI(
+        base_url=f"http://127.0.0.1:{port}/v1", api_key="x", max_retries=0
+    )
+
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "lookup",
+            "parameters": {"type": "object", "properties": {"q": {"type": "integer"}}},
+        },
+    }
+]
+
+
+def test_routes_are_kept_per_conversation_and_pins_win(served) -> None:
+    backend, chat, port = served
+    client = _client(port)
+    opening = [
+        {"role": "system", "content": "policy"},
+        {"role": "user", "content": "please beta"},
+    ]
+    first = client.chat.completions.create(
+        model="trace-router", messages=opening, tools=TOOLS
+    )
+    assert first.model_extra["route"]["target"] == "beta"
+    message = first.choices[0].message
+    assert message.tool_calls[0].function.name == "lookup"
+    later = [
+        *opening,
+        message.model_dump(exclude_none=True),
+        {"role": "tool", "tool_call_id": message.tool_calls[0].id, "content": "42"},
+        {"role": "user", "content": "now alpha please"},
+    ]
+    client.chat.completions.create(model="trace-router", messages=later, tools=TOOLS)
+    assert backend.routed == 1 and backend.seen[-1][0] == "beta"
+    pinned = client.chat.completions.create(model="alpha", messages=later)
+    assert pinned.model_extra["route"]["target"] == "alpha"
+    assert client.chat.completions.create(model=BASE, messages=later).model_extra[
+        "route"
+    ] == {"mode": "pinned", "target": BASE, "adapters": {}, "probabilities": {}}
+    # tool_choice "none" (or no tools): the text is the answer, nothing is parsed.
+    plain = client.chat.completions.create(
+        model="trace-router", messages=opening, tools=TOOLS, tool_choice="none"
+    )
+    assert plain.choices[0].message.tool_calls is None
+    assert plain.choices[0].message.content == backend.text
+
+
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ({"messages": [{"role": "wizard", "content": "x"}]}, "unknown role"),
+        ({"messages": [{"role": "system", "content": "x"}]}, "user message"),
+        (
+            {"messages": [{"role": "user", "content": "x"}], "tools": [{"x": 1}]},
+            "tools.0",
+        ),
+        (
+            {"messages": [{"role": "user", "content": "x"}], "max_tokens": 0},
+            "max_tokens",
+        ),
+        ({"messages": "hello"}, "messages"),
+        ({"messages": [{"role": "user", "content": "x"}], "stream": True}, "stream"),
+        (
+            {
+                "messages": [
+                    {"role": "user", "content": "x"},
+                    {"role": "assistant", "tool_calls": [{"function": {"name": 3}}]},
+                ]
+            },
+            "tool_calls.0",
+        ),
+    ],
+)
+def test_bad_requests_get_openai_errors(served, body, message) -> None:
+    _, _, port = served
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    connection.request("POST", "/v1/chat/completions", json.dumps(body))
+    response = connection.getresponse()
+    answer = json.loads(response.read())
+    assert response.status == 400
+    assert message in answer["error"]["message"]
+
+
+def test_malformed_transport_and_paths(served) -> None:
+    _, _, port = served
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    deep = "[" * 100_000 + "]" * 100_000
+    for payload, status in [(b"{not json", 400), (deep.encode(), 400)]:
+        connection.request("POST", "/v1/chat/completions", payload)
+        response = connection.getresponse()
+        response.read()
+        assert response.status == status
+    connection.putrequest("POST", "/v1/chat/completions")
+    connection.putheader("Content-Length", str(MAX_BODY + 1))
+    connection.endheaders()
+    response = connection.getresponse()
+    assert response.status == 413
+    response.read()
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    connection.request("GET", "/v2/anything")
+    assert connection.getresponse().status == 404
+
+
+def test_odd_unicode_is_served(served) -> None:
+    backend, _, port = served
+    # A lone surrogate is legal in JSON (escaped), not in UTF-8.
+    body = {"messages": [{"role": "user", "content": "beta \ud800 \u202e\U0001f600"}]}
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    connection.request("POST", "/v1/chat/completions", json.dumps(body))
+    response = connection.getresponse()
+    answer = json.loads(response.read())
+    assert response.status == 200, answer
+    assert answer["route"]["target"] == "beta"
+    assert "\ud800" not in backend.seen[-1][1][0]["content"]
