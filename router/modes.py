@@ -3,7 +3,8 @@
 argmax (the paper): the top label's adapter alone, none for the base label.
 top-p (the authors' later code): the smallest set of labels, by decreasing
 probability, whose probability reaches p; weights are the probabilities
-renormalised over that set, and W' = W + sum_c alpha_c B_c A_c. The base
+renormalised over that set (to two decimals, so that near-equal mixes are one
+configuration), and W' = W + sum_c alpha_c B_c A_c. The base
 label in the set adds no delta but keeps its share, pulling the mix toward W.
 """
 
@@ -77,7 +78,7 @@ def top_p_route(
         if mass >= p - 1e-12:
             break
     weights = {
-        targets[i]: round(float(probabilities[i]) / mass, 4)
+        targets[i]: round(float(probabilities[i]) / mass, 2)
         for i in chosen
         if targets[i] != BASE
     }
