@@ -7,7 +7,9 @@ folder lacks them (cold start on gold demonstrations, as the learning-curve
 benchmark), fits the probe on training seeds, then prints:
 
 - cached route time against the uncached forward of the same prompt (ratio,
-  same run) and the largest difference of their label probabilities;
+  same run), with the policy's cache warm (the steady state: every task of an
+  environment shares its policy) and with only the static prefix cached (the
+  first task of a policy), and the largest difference of their label probabilities;
 - adapter switch time (peft set_adapter / base on-off), median of many;
 - `router eval` on evaluation seeds: routing accuracy per mode with intervals,
   the success table, and routed against the best single adapter (exact McNemar).
@@ -108,16 +110,25 @@ def main() -> None:
         for env in [*ENVS.values(), BASE_ENV]
         for i in range(args.timing_tasks // 3 + 1)
     ][: args.timing_tasks]
-    ratios, differences, cached_times, uncached_times = [], [], [], []
+    warm_ratios, cold_ratios, differences = [], [], []
+    warm_times, cold_times, uncached_times = [], [], []
     for messages in tasks:
-        ids = prompt.task_ids(messages)
-        fast = median_seconds(lambda ids=ids: cached.score_ids(ids), 3)
-        slow = median_seconds(lambda ids=ids: uncached.score_ids(ids), 3)
-        cached_times.append(fast)
+        parts = prompt.task_parts(messages)
+
+        def cold(parts=parts) -> None:
+            cached.policies.clear()  # only the static prefix is cached
+            cached.score_parts(*parts)
+
+        cold_time = median_seconds(cold, 3)
+        warm = median_seconds(lambda parts=parts: cached.score_parts(*parts), 3)
+        slow = median_seconds(lambda parts=parts: uncached.score_parts(*parts), 3)
+        warm_times.append(warm)
+        cold_times.append(cold_time)
         uncached_times.append(slow)
-        ratios.append(fast / slow)
-        a = cached.probabilities(cached.score_ids(ids))
-        b = uncached.probabilities(uncached.score_ids(ids))
+        warm_ratios.append(warm / slow)
+        cold_ratios.append(cold_time / slow)
+        a = cached.probabilities(cached.score_parts(*parts))
+        b = uncached.probabilities(uncached.score_parts(*parts))
         differences.append(float((a - b).abs().max()))
     # Zero-shot logit routing with contextual calibration, on the evaluation tasks.
     from router.evaluate import routing_accuracy
@@ -143,11 +154,18 @@ def main() -> None:
     switch = median_seconds(lambda: bank.activate_weights(next(cycle)), 300)
     timing = {
         "prefix_tokens": len(prompt.prefix_ids),
-        "task_tokens_mean": statistics.mean(len(prompt.task_ids(m)) for m in tasks),
-        "cached_route_s_median": statistics.median(cached_times),
+        "policy_tokens_mean": statistics.mean(
+            len(prompt.task_parts(m)[0]) for m in tasks
+        ),
+        "request_tokens_mean": statistics.mean(
+            len(prompt.task_parts(m)[1]) for m in tasks
+        ),
         "uncached_forward_s_median": statistics.median(uncached_times),
-        "cached_over_uncached_median": statistics.median(ratios),
-        "cached_over_uncached_max": max(ratios),
+        "cached_route_s_median": statistics.median(warm_times),
+        "cached_over_uncached_median": statistics.median(warm_ratios),
+        "cached_over_uncached_max": max(warm_ratios),
+        "prefix_only_cached_route_s_median": statistics.median(cold_times),
+        "prefix_only_cached_over_uncached_median": statistics.median(cold_ratios),
         "max_probability_difference": max(differences),
         "adapter_switch_ms_median": switch * 1000,
         "threads": torch.get_num_threads(),

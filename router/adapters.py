@@ -41,6 +41,10 @@ class AdapterBank:
                 "retrain it on the model given to --model"
             ) from None
         self.model.eval()
+        self.model.requires_grad_(False)
+        from peft.tuners.tuners_utils import BaseTunerLayer
+
+        self.layers = [m for m in self.model.modules() if isinstance(m, BaseTunerLayer)]
         self.mixes: OrderedDict[str, str] = OrderedDict()  # route key -> adapter name
         self.built = 0
         self.active = BASE
@@ -77,15 +81,26 @@ class AdapterBank:
 
     def activate_weights(self, weights: dict[str, float]) -> str:
         """Make `weights` the live configuration ({}: the base model); returns its name."""
-        if not weights:
-            self.model.base_model.disable_adapter_layers()
-            self.active = BASE
-            return BASE
-        name = self.adapter_for(weights)
-        self.model.base_model.enable_adapter_layers()
-        self.model.set_adapter(name)
+        name = self.adapter_for(weights) if weights else BASE
+        self._point(name)
         self.active = name
         return name
+
+    def _point(self, name: str) -> None:
+        """Point every LoRA layer at adapter `name` (BASE: adapters off).
+
+        peft's `set_adapter` and `enable_adapter_layers` also walk all modules and
+        reset requires_grad on every adapter weight (for training); serving needs
+        only the two attributes each layer's forward reads, so this sets just
+        those: a pointer change per layer (about 15 ms -> well under 1 ms for
+        Gemma 3 270M with seven target modules).
+        """
+        for layer in self.layers:
+            layer._disable_adapters = name == BASE
+            if name != BASE:
+                layer._active_adapter = [name]
+        if name != BASE:
+            self.model.base_model.active_adapter = name
 
     def activate(self, route: Route) -> str:
         """Make the route's configuration live (held until the next activation)."""

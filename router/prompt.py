@@ -2,8 +2,9 @@
 
 The static part (instructions, each capability with its label, description and
 one successful trajectory compacted to a token budget, the base label) comes
-first so its KV cache serves every task; the task part (the first observation:
-system policy and first user message) and the answer cue follow. A label is
+first so its KV cache serves every task; the task part follows: its policy (the
+system message, shared by every task of an environment, cached as well) and its
+request (the first user message) with the answer cue. A label is
 usable only if, right after the cue, it is exactly one token of the model's
 vocabulary; others from the pool are tried until every candidate has one.
 """
@@ -124,7 +125,7 @@ class RoutingPrompt:
 
     def _choose_labels(self, names: list[str]) -> list[Label]:
         """One single-token label per capability, then the base label."""
-        cue = str(self.module.task("x", "y", "A, B"))
+        cue = str(self.module.request("y", "A, B"))
         before = self._encode(cue)
         labels: list[Label] = []
         pool = iter(POOL)
@@ -167,16 +168,28 @@ class RoutingPrompt:
             used += cost
         return "\n".join(lines) or "(no example)"
 
-    def task_text(self, messages: list[dict[str, Any]]) -> str:
-        """The task part for a first observation: system policy and first user message."""
+    def _parts(self, messages: list[dict[str, Any]]) -> tuple[str, str]:
+        """The policy and request texts of a first observation, clipped to the budget."""
         system = next((_content(m) for m in messages if m.get("role") == "system"), "")
         user = next((_content(m) for m in messages if m.get("role") == "user"), "")
         user = self._clip(user, self.task_tokens // 2)
         system = self._clip(system, self.task_tokens - len(self._encode(user)))
-        return str(self.module.task(system, user, self.choices))
+        return str(self.module.policy(system)), str(
+            self.module.request(user, self.choices)
+        )
+
+    def task_text(self, messages: list[dict[str, Any]]) -> str:
+        """The task part for a first observation: system policy and first user message."""
+        return "".join(self._parts(messages))
+
+    def task_parts(self, messages: list[dict[str, Any]]) -> tuple[list[int], list[int]]:
+        """Token ids of the policy part and of the request part (which ends with the cue)."""
+        policy, request = self._parts(messages)
+        return self._encode(policy), self._encode(request)
 
     def task_ids(self, messages: list[dict[str, Any]]) -> list[int]:
-        return self._encode(self.task_text(messages))
+        policy, request = self.task_parts(messages)
+        return policy + request
 
     def fingerprint(self) -> str:
         """Identifies the prompt and labels (a fitted probe is valid only for the same)."""

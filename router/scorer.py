@@ -1,7 +1,8 @@
 """Label log-probs (and the probe's features) from one forward pass of the frozen base model.
 
-The static prefix's KV cache is computed once per capability set; each route
-copies it and runs only the task's tokens. The features for the probe are the
+The static prefix's KV cache is computed once per capability set, and each
+task policy's on top of it once per policy; a route copies the policy's cache
+and runs only the request's tokens. The features for the probe are the
 last hidden layer averaged over the task's tokens (the prefix is the same for
 every task, so it carries nothing that tells tasks apart), taken from the same pass.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -50,7 +52,15 @@ def frozen(model: Any) -> Iterator[Any]:
 
 
 class LabelScorer:
-    """Scores tasks against one routing prompt; `cached=False` recomputes the prefix."""
+    """Scores tasks against one routing prompt; `cached=False` recomputes everything.
+
+    Two KV caches: the static prefix's (once per capability set) and, on top of
+    it, each task policy's (the system message, shared by every task of an
+    environment; the last `POLICIES` are kept), so a warm route runs only the
+    request's tokens.
+    """
+
+    POLICIES = 16
 
     def __init__(self, model: Any, prompt: RoutingPrompt, cached: bool = True) -> None:
         self.model = model
@@ -59,6 +69,9 @@ class LabelScorer:
         self.device = next(model.parameters()).device
         self.label_ids = torch.tensor(prompt.label_ids, device=self.device)
         self.prefix_cache = None
+        self.policies: OrderedDict[tuple[int, ...], tuple[Any, torch.Tensor]] = (
+            OrderedDict()
+        )
         if cached:
             with frozen(model):
                 self.prefix_cache = model(
@@ -69,36 +82,62 @@ class LabelScorer:
     def _tensor(self, ids: list[int]) -> torch.Tensor:
         return torch.tensor([ids], dtype=torch.long, device=self.device)
 
-    def score_ids(self, task_ids: list[int]) -> Scores:
-        """Log-probs of the labels after prefix + `task_ids` (no calibration)."""
+    def _policy(self, policy_ids: list[int]) -> tuple[Any, torch.Tensor]:
+        """The KV cache after prefix + policy, and the sum of the policy's last hidden states."""
+        key = tuple(policy_ids)
+        if key in self.policies:
+            self.policies.move_to_end(key)
+            return self.policies[key]
+        output = self.model(
+            input_ids=self._tensor(policy_ids),
+            past_key_values=copy.deepcopy(self.prefix_cache),
+            use_cache=True,
+            output_hidden_states=True,
+            logits_to_keep=1,
+        )
+        entry = (output.past_key_values, output.hidden_states[-1][0].float().sum(0))
+        self.policies[key] = entry
+        if len(self.policies) > self.POLICIES:
+            self.policies.popitem(last=False)
+        return entry
+
+    def score_parts(self, policy_ids: list[int], request_ids: list[int]) -> Scores:
+        """Log-probs of the labels after prefix + policy + request (no calibration)."""
         with frozen(self.model):
             if self.cached:
+                cache, policy_sum = self._policy(policy_ids)
                 output = self.model(
-                    input_ids=self._tensor(task_ids),
-                    past_key_values=copy.deepcopy(self.prefix_cache),
+                    input_ids=self._tensor(request_ids),
+                    past_key_values=copy.deepcopy(cache),
                     use_cache=True,
                     output_hidden_states=True,
                     logits_to_keep=1,
                 )
-                hidden = output.hidden_states[-1][0]
+                hidden_sum = policy_sum + output.hidden_states[-1][0].float().sum(0)
             else:
                 output = self.model(
-                    input_ids=self._tensor(self.prompt.prefix_ids + task_ids),
+                    input_ids=self._tensor(
+                        self.prompt.prefix_ids + policy_ids + request_ids
+                    ),
                     use_cache=False,
                     output_hidden_states=True,
                     logits_to_keep=1,
                 )
-                hidden = output.hidden_states[-1][0, len(self.prompt.prefix_ids) :]
+                task = output.hidden_states[-1][0, len(self.prompt.prefix_ids) :]
+                hidden_sum = task.float().sum(0)
             logprobs = torch.log_softmax(output.logits[0, -1].float(), dim=-1)
-            return Scores(logprobs[self.label_ids].cpu(), hidden.float().mean(0).cpu())
+            features = hidden_sum / (len(policy_ids) + len(request_ids))
+            return Scores(logprobs[self.label_ids].cpu(), features.cpu())
 
     def calibrate(self) -> None:
         """Contextual calibration: later scores subtract a content-free task's label log-probs."""
-        self.calibration = self.score_ids(self.prompt.task_ids(CONTENT_FREE)).logprobs
+        self.calibration = self.score_parts(
+            *self.prompt.task_parts(CONTENT_FREE)
+        ).logprobs
 
     def score(self, messages: list[dict[str, Any]]) -> Scores:
         """Scores of a task's first observation (calibrated when `calibrate` was called)."""
-        scores = self.score_ids(self.prompt.task_ids(messages))
+        scores = self.score_parts(*self.prompt.task_parts(messages))
         if self.calibration is not None:
             scores.logprobs = scores.logprobs - self.calibration
         return scores

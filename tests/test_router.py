@@ -60,6 +60,10 @@ def test_cached_and_uncached_scores_agree(tiny_model_dir, adapters) -> None:
         a, b = cached.score(messages), uncached.score(messages)
         torch.testing.assert_close(a.logprobs, b.logprobs, atol=1e-4, rtol=1e-4)
         torch.testing.assert_close(a.features, b.features, atol=1e-4, rtol=1e-4)
+        # Again from the policy's cache (both phone environments share one policy).
+        again = cached.score(messages)
+        torch.testing.assert_close(again.logprobs, b.logprobs, atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(again.features, b.features, atol=1e-4, rtol=1e-4)
         # The scorer reads the frozen base model: the active adapter changes nothing.
         bank.activate_weights({"date_time_recovery": 1.0})
         torch.testing.assert_close(cached.score(messages).logprobs, a.logprobs)
@@ -116,6 +120,11 @@ def test_switching_and_base_route(tiny_model_dir, adapters) -> None:
         plain = bank.model(input_ids=ids).logits
     torch.testing.assert_close(outputs["base"], plain)
     assert not torch.allclose(outputs["a"], outputs["b"])
+    # The pointer switch gives what peft's own set_adapter gives.
+    bank.model.base_model.enable_adapter_layers()
+    bank.model.set_adapter("date_time_recovery")
+    with torch.no_grad():
+        torch.testing.assert_close(bank.model(input_ids=ids).logits, outputs["a"])
 
 
 def test_modes() -> None:
