@@ -83,6 +83,11 @@ def main() -> None:
     parser.add_argument("--fit-examples", type=int, default=32)
     parser.add_argument("--timing-tasks", type=int, default=8)
     parser.add_argument(
+        "--timing-only",
+        action="store_true",
+        help="measure the times and put them into the existing report",
+    )
+    parser.add_argument(
         "--results", type=Path, default=ROOT / "benchmarks" / "results" / "routing"
     )
     args = parser.parse_args()
@@ -174,13 +179,18 @@ def main() -> None:
     }
     print(json.dumps(timing, indent=2), flush=True)
 
+    out = args.results
+    if args.timing_only:
+        report = json.loads((out / "report.json").read_text())
+        report["timing"] = timing
+        (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+        return
     common = ["--adapters", str(args.adapters), "--model", model]
     envs = ["--envs", *ENVS.values(), "--base-envs", BASE_ENV]
     fit = [sys.executable, "-m", "router", "fit", *common, *envs]
     fit += ["--examples", str(args.fit_examples), "--force"]
     print("running:", " ".join(fit), flush=True)
     subprocess.run(fit, check=True)
-    out = args.results
     evaluate = [sys.executable, "-m", "router", "eval", *common, *envs]
     evaluate += ["--episodes", str(args.episodes), "--out", str(out), "--force"]
     print("running:", " ".join(evaluate), flush=True)
