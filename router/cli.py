@@ -202,7 +202,13 @@ def _prepare_out(out: Path, force: bool) -> Path:
     try:
         parent.mkdir(parents=True, exist_ok=True)
         _remove_stale_staging(parent, out.name)
-        return Path(tempfile.mkdtemp(prefix=f".{out.name}-{os.getpid()}-", dir=parent))
+        staging = Path(
+            tempfile.mkdtemp(prefix=f".{out.name}-{os.getpid()}-", dir=parent)
+        )
+        umask = os.umask(0)
+        os.umask(umask)
+        staging.chmod(0o777 & ~umask)  # mkdtemp makes it private; a report is not
+        return staging
     except OSError as exc:
         raise RouterError(f"--out {out}: cannot write in {parent} ({exc})") from None
 
