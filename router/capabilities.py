@@ -174,12 +174,12 @@ def load_capabilities(folder: str | Path, model: str | None = None) -> Capabilit
                 f"{capability.path} was trained on {capability.base_model} but {first.path} on "
                 f"{first.base_model}; the router needs one base model: move one of them out"
             )
-        for key in ("chat_template",):
-            if training.get(key) != first_training.get(key):
-                raise RouterError(
-                    f"{capability.path} was trained with {key} {training.get(key)!r} but "
-                    f"{first.path} with {first_training.get(key)!r}; retrain one so they match"
-                )
+        if training.get("chat_template") != first_training.get("chat_template"):
+            raise RouterError(
+                f"{capability.path} was trained with chat template "
+                f"{training.get('chat_template')!r} but {first.path} with "
+                f"{first_training.get('chat_template')!r}; retrain one so they match"
+            )
         if training["config"].get("tool_format") != first_training["config"].get(
             "tool_format"
         ):

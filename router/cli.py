@@ -275,31 +275,29 @@ def _eval(arguments: argparse.Namespace) -> int:
     staging = _prepare_out(out, arguments.force)
     try:
         if arguments.backend == "vllm":
-            activate, names, router, generator, tokenizer, tool_format = _vllm_offline(
+            activate, capabilities, router, generator, tokenizer = _vllm_offline(
                 arguments, staging
             )
             context: Any = contextlib.nullcontext()
         else:
             loaded = _load(arguments)
-            activate, names = loaded.bank.activate_weights, loaded.capabilities.names
+            activate, capabilities = loaded.bank.activate_weights, loaded.capabilities
             router, tokenizer = loaded.router, loaded.tokenizer
-            tool_format = loaded.capabilities.tool_format
             generator = TransformersGenerator(
                 loaded.bank.model, tokenizer, arguments.generation_batch_size
             )
             context = mixed_precision(arguments.precision, loaded.bank.model)
-        capabilities = load_capabilities(arguments.adapters, arguments.model)
         tasks = _tasks(arguments, capabilities, arguments.episodes, EVAL_SEED_BASE)
         with context:
             report = evaluate_routing(
                 activate,
-                names,
+                capabilities.names,
                 router,
                 generator,
                 tokenizer,
                 tasks,
                 limits,
-                tool_format,
+                capabilities.tool_format,
             )
         report = {
             "kind": EVAL_MARKER,
@@ -322,14 +320,30 @@ def _eval(arguments: argparse.Namespace) -> int:
     return 0
 
 
-def _vllm_offline(arguments: argparse.Namespace, staging: Path) -> tuple[Any, ...]:
-    """Routing by prompt log-probs and generation with LoRARequests on an offline vLLM engine."""
+def _vllm_prompt(arguments: argparse.Namespace) -> tuple[CapabilitySet, Any, Any]:
+    """Capability set, tokenizer (with the adapters' chat template) and routing prompt,
+    without the model's weights (the vLLM paths leave those to vLLM)."""
     from transformers import AutoTokenizer
 
     from router.prompt import RoutingPrompt
+    from trainer.chat_templates import apply_chat_template
+
+    capabilities = load_capabilities(arguments.adapters, arguments.model)
+    tokenizer = AutoTokenizer.from_pretrained(arguments.model)
+    if capabilities.chat_template:
+        apply_chat_template(tokenizer, capabilities.chat_template)
+    prompt = RoutingPrompt(
+        capabilities, tokenizer, arguments.example_tokens, arguments.task_tokens
+    )
+    return capabilities, tokenizer, prompt
+
+
+def _vllm_offline(
+    arguments: argparse.Namespace, staging: Path
+) -> tuple[Any, CapabilitySet, Any, Any, Any]:
+    """Routing by prompt log-probs and generation with LoRARequests on an offline vLLM engine."""
     from router.routed import Router
     from router.vllm import AdapterFiles, VLLMScorer, activation, legal_rank
-    from trainer.chat_templates import apply_chat_template
     from trainer.generation import VLLMGenerator
 
     try:
@@ -338,13 +352,7 @@ def _vllm_offline(arguments: argparse.Namespace, staging: Path) -> tuple[Any, ..
         raise RouterError(
             "--backend vllm needs `pip install trace-factory[vllm]` on a GPU machine"
         ) from None
-    capabilities = load_capabilities(arguments.adapters, arguments.model)
-    tokenizer = AutoTokenizer.from_pretrained(arguments.model)
-    if capabilities.chat_template:
-        apply_chat_template(tokenizer, capabilities.chat_template)
-    prompt = RoutingPrompt(
-        capabilities, tokenizer, arguments.example_tokens, arguments.task_tokens
-    )
+    capabilities, tokenizer, prompt = _vllm_prompt(arguments)
     engine = LLM(
         model=arguments.model,
         enable_lora=True,
@@ -355,14 +363,7 @@ def _vllm_offline(arguments: argparse.Namespace, staging: Path) -> tuple[Any, ..
     generator = VLLMGenerator(engine, {tokenizer.eos_token_id})
     files = AdapterFiles(capabilities, staging / "mixes")
     router = Router(VLLMScorer(engine, prompt), None, arguments.top_p)
-    return (
-        activation(generator, files),
-        capabilities.names,
-        router,
-        generator,
-        tokenizer,
-        capabilities.tool_format,
-    )
+    return activation(generator, files), capabilities, router, generator, tokenizer
 
 
 def _serve(arguments: argparse.Namespace) -> int:
@@ -398,12 +399,9 @@ def _serve(arguments: argparse.Namespace) -> int:
 
 def _vllm_backend(arguments: argparse.Namespace) -> Any:
     import openai
-    from transformers import AutoTokenizer
 
     from router.backends import VLLMServerBackend
-    from router.prompt import RoutingPrompt
     from router.vllm import AdapterFiles
-    from trainer.chat_templates import apply_chat_template
 
     if not arguments.vllm_url:
         raise RouterError(
@@ -413,13 +411,7 @@ def _vllm_backend(arguments: argparse.Namespace) -> Any:
         raise RouterError(
             "--mode probe needs hidden states; use --backend transformers"
         )
-    capabilities = load_capabilities(arguments.adapters, arguments.model)
-    tokenizer = AutoTokenizer.from_pretrained(arguments.model)
-    if capabilities.chat_template:
-        apply_chat_template(tokenizer, capabilities.chat_template)
-    prompt = RoutingPrompt(
-        capabilities, tokenizer, arguments.example_tokens, arguments.task_tokens
-    )
+    capabilities, tokenizer, prompt = _vllm_prompt(arguments)
     client = openai.OpenAI(base_url=arguments.vllm_url, api_key="EMPTY")
     cache = Path(tempfile.mkdtemp(prefix="trace-router-mixes-"))
     return VLLMServerBackend(

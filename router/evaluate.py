@@ -11,7 +11,6 @@ McNemar test for routed against the best single adapter).
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -264,11 +263,8 @@ def markdown(report: dict[str, Any]) -> str:
         "|---|---|---|---|",
     ]
     for name, row in report["paired"].items():
-        p_value = row["p_value"]
         lines.append(
-            f"| {name} | {row['only_first']} | {row['only_second']} | {p_value:.4g} |"
-            if not math.isnan(p_value)
-            else f"| {name} | - | - | - |"
+            f"| {name} | {row['only_first']} | {row['only_second']} | {row['p_value']:.4g} |"
         )
     lines += [
         "",

@@ -8,6 +8,7 @@ the configuration it names stays active for the whole episode.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -35,8 +36,6 @@ class Task:
 
 def first_observation(env: EnvHandle, seed: int) -> list[dict[str, Any]]:
     """The messages an environment opens with on `seed` (system policy, user request)."""
-    import json
-
     try:
         observation, _ = env.make().reset(seed=seed)
         messages = json.loads(observation)
