@@ -1,0 +1,162 @@
+"""What the offline detectors read in a trajectory: shared evidence helpers.
+
+Each archetype's detector (factory/archetypes/<id>/detector.py) uses these.
+
+Each reads what a trajectory shows (tool errors and what followed, arguments
+against the reference actions or earlier observations, reads before writes,
+requested operations left undone, required facts not stated) and returns NA,
+PRESENT or LACKING with the evidence.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from factory.analyze.labels import Judgement, Label
+from factory.analyze.records import ExpectedAction, Step, Trajectory, is_write_tool
+
+NA = Judgement(Label.NA)
+SETTING_ERROR = re.compile(
+    r"permission|not enabled|disabled|is off|turned off|low battery|connectionerror"
+    r"|no (network|connection|signal)|airplane mode",
+    re.IGNORECASE,
+)
+RELATIVE_TIME = re.compile(
+    r"\b(tomorrow|yesterday|tonight|today|next (week|month|year|monday|tuesday|wednesday"
+    r"|thursday|friday|saturday|sunday)|this (coming )?(monday|tuesday|wednesday|thursday"
+    r"|friday|saturday|sunday|weekend)|in \d+ (minutes?|hours?|days?|weeks?|months?)"
+    r"|\d+ (minutes?|hours?|days?|weeks?) (from now|ago|later))\b",
+    re.IGNORECASE,
+)
+DATE_KEY = re.compile(r"date|time|timestamp|when|day", re.IGNORECASE)
+GROUNDED_KEY = re.compile(r"(_id|_ids|^id$|number|email|phone|zip)$", re.IGNORECASE)
+
+
+def is_number(value: Any) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, (int, float)):
+        return True
+    return isinstance(value, str) and bool(
+        re.fullmatch(r"-?\d+(\.\d+)?", value.strip())
+    )
+
+
+def differences(
+    expected: Any, actual: Any, path: str = ""
+) -> Iterator[tuple[str, Any, Any]]:
+    """Leaves where `actual` differs from `expected` (keys absent from expected are ignored)."""
+    if isinstance(expected, dict) and isinstance(actual, dict):
+        for key, value in expected.items():
+            yield from differences(
+                value, actual.get(key), f"{path}.{key}" if path else key
+            )
+    elif (
+        isinstance(expected, list)
+        and isinstance(actual, list)
+        and len(expected) == len(actual)
+    ):
+        key = repr
+        if all(not isinstance(v, (dict, list)) for v in expected + actual):
+            expected, actual = sorted(expected, key=key), sorted(actual, key=key)
+        for index, (e, a) in enumerate(zip(expected, actual, strict=True)):
+            yield from differences(e, a, f"{path}[{index}]")
+    elif is_number(expected) and is_number(actual):
+        if abs(float(expected) - float(actual)) > 1e-6:
+            yield path, expected, actual
+    elif isinstance(expected, str) and isinstance(actual, str):
+        if expected.strip().casefold() != actual.strip().casefold():
+            yield path, expected, actual
+    elif expected != actual:
+        yield path, expected, actual
+
+
+def expected_writes(trajectory: Trajectory) -> list[ExpectedAction] | None:
+    if trajectory.expected_actions is None:
+        return None
+    return [a for a in trajectory.expected_actions if is_write_tool(a.name)]
+
+
+def closest_attempts(
+    trajectory: Trajectory, dates: bool = True
+) -> Iterator[tuple[ExpectedAction, list[tuple[str, Any, Any]]]]:
+    """Each expected write the agent attempted, with the diff of its closest attempt.
+
+    With `dates=False`, date and time arguments are left out when the user spoke
+    of a relative date: those belong to the date-time detector.
+    """
+    skip_dates = not dates and bool(RELATIVE_TIME.search(trajectory.user_text()))
+    writes = [s for s in trajectory.steps if s.writes]
+    for expected in expected_writes(trajectory) or []:
+        attempts = [s for s in writes if s.name == expected.name]
+        if attempts:
+            diffs = [
+                [
+                    d
+                    for d in differences(expected.arguments, s.arguments)
+                    if not (skip_dates and DATE_KEY.search(d[0]))
+                ]
+                for s in attempts
+            ]
+            yield expected, min(diffs, key=len)
+
+
+def told_user(trajectory: Trajectory) -> str:
+    return normal(trajectory.assistant_text())
+
+
+def normal(text: str) -> str:
+    return re.sub(r"\s+", " ", text.lower().replace(",", "")).strip()
+
+
+def actions_right(trajectory: Trajectory) -> bool:
+    """The database check passed (tau2), or every expected write was done as expected."""
+    db_check = (trajectory.metadata.get("reward_info") or {}).get("db_check")
+    if isinstance(db_check, dict) and "db_match" in db_check:
+        return bool(db_check["db_match"])
+    expected = expected_writes(trajectory) or []
+    exact = [diffs for _, diffs in closest_attempts(trajectory) if not diffs]
+    return bool(expected) and len(exact) == len(expected)
+
+
+def leaves(value: Any, path: str = "") -> Iterator[tuple[str, Any]]:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from leaves(item, f"{path}.{key}" if path else key)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from leaves(item, f"{path}[{index}]")
+    else:
+        yield path, value
+
+
+def grounding(trajectory: Trajectory) -> Judgement:
+    """Without a reference: every id-like argument of a write must appear earlier."""
+    writes = [s for s in trajectory.steps if s.writes]
+    if not writes:
+        return NA
+    for step in writes:
+        seen = seen_before(trajectory, step).lower()
+        for key, value in step.arguments.items():
+            if (
+                GROUNDED_KEY.search(key)
+                and isinstance(value, str)
+                and value.lower() not in seen
+            ):
+                return Judgement(
+                    Label.LACKING,
+                    f"{step.name}: {key}={value!r} appears nowhere before the call",
+                )
+    return Judgement(Label.PRESENT, "every id-like argument was grounded")
+
+
+def seen_before(trajectory: Trajectory, step: Step) -> str:
+    """User messages and tool results before `step`."""
+    parts = [
+        str(m.get("content") or "")
+        for m in trajectory.messages[: step.position]
+        if m.get("role") in ("user", "tool", "system")
+    ]
+    return "\n".join(parts)

@@ -1,0 +1,17 @@
+"""Precondition verification: Checking that the policy allows a state-changing action (eligibility, ownership) before running it, and refusing when it does not."""
+
+from factory.archetypes.registry import Archetype
+
+from .detector import detect
+
+ARCHETYPE = Archetype(
+    id="precondition_verification",
+    title="Precondition verification",
+    description=(
+        "Checking that the policy allows a state-changing action (eligibility, ownership) before running it, and refusing when it does not."
+    ),
+    lacking_behaviour=(
+        "runs every requested state-changing action without checking that the policy allows it"
+    ),
+    detector=detect,
+)
