@@ -42,14 +42,13 @@ def bench_package(package_dir: Path, repeats: int) -> dict[str, float]:
     spec = json.loads((package_dir / "capability.json").read_text())
     sys.path.insert(0, str(package_dir))
     package = importlib.import_module(f"trace_env_{spec['name']}")
-    policies = importlib.import_module(f"trace_env_{spec['name']}.policies")
-    verifier = importlib.import_module(f"trace_env_{spec['name']}.verifier")
+    runtime = importlib.import_module(f"trace_env_{spec['name']}._runtime")
     env = getattr(package, [n for n in package.__all__ if n.endswith("Env")][0])()
     first_call = {}
 
     def reset(i: int) -> None:
         env.reset(seed=i % 100)
-        first_call[0] = policies.gold_policy(env.task)("")
+        first_call[0] = runtime.gold_policy(env.task)("")
 
     figures = {
         "step_tool_call_us": median_us(
@@ -59,7 +58,7 @@ def bench_package(package_dir: Path, repeats: int) -> dict[str, float]:
             lambda i: env.step("All done, thank you."), reset, repeats
         ),
         "state_hash_us": median_us(
-            lambda i: verifier.state_hash(env.state), reset, repeats
+            lambda i: runtime.state_hash(env.state), reset, repeats
         ),
         "reset_us": median_us(lambda i: env.reset(seed=i), lambda i: None, repeats),
     }

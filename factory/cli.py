@@ -7,10 +7,10 @@ import json
 import sys
 from pathlib import Path
 
-from factory.catalog.archetypes import ARCHETYPES
-from factory.catalog.kits import load_kits
+from factory.archetypes import archetypes
 from factory.errors import FactoryError
 from factory.generate.build import generate
+from factory.kits import kits as load_kits
 from factory.spec import json_schema
 from factory.validate.runner import ValidationFailed, validate_package
 
@@ -22,21 +22,26 @@ def _schema(_: argparse.Namespace) -> int:
 
 def _kits(_: argparse.Namespace) -> int:
     kits = load_kits()
+    known = archetypes()
     print("Supported (archetype, kit) pairs for the offline template backend:\n")
-    width = max(len(a) for a in ARCHETYPES)
+    width = max(len(a) for a in known)
     print(f"  {'archetype':<{width}}  " + "  ".join(f"{k:<8}" for k in kits))
-    for archetype in ARCHETYPES.values():
+    for archetype in known.values():
         marks = "  ".join(f"{'yes' if k in archetype.kits else '-':<8}" for k in kits)
         print(f"  {archetype.id:<{width}}  {marks}")
     print("\nKits:")
     for kit in kits.values():
-        print(f"  {kit.id:<8} {kit.title}: {len(kit.tools)} tools, as {kit.benchmark}")
-    print("\nDifficulty knobs (generation.difficulty):")
-    for archetype in ARCHETYPES.values():
-        knobs = ", ".join(
-            f"{k.name}={k.default} [{k.minimum}-{k.maximum}]" for k in archetype.knobs
+        print(
+            f"  {kit.id:<8} {kit.title}: {len(kit.schemas)} tools, as {kit.benchmark}"
         )
-        print(f"  {archetype.id:<{width}}  {knobs}")
+    print("\nDifficulty knobs (generation.difficulty), per task module:")
+    for archetype in known.values():
+        for kit in archetype.kits:
+            knobs = ", ".join(
+                f"{k.name}={k.default} [{k.minimum}-{k.maximum}]"
+                for k in archetype.knobs(kit)
+            )
+            print(f"  {archetype.id + '/' + kit:<{width + 9}}  {knobs}")
     return 0
 
 
@@ -112,6 +117,17 @@ def _analyze(arguments: argparse.Namespace) -> int:
     return 0
 
 
+def _seed_count(text: str) -> int:
+    """argparse type: a seed count in [1, 10000]."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if not 1 <= value <= 10_000:
+        raise argparse.ArgumentTypeError(f"must be in [1, 10000], got {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="factory",
@@ -136,7 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--force", action="store_true", help="replace an existing package")
     gen.add_argument(
         "--seeds",
-        type=int,
+        type=_seed_count,
         default=None,
         help="calibration seeds (default: the spec's)",
     )
@@ -187,7 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
     val.add_argument("package", help="generated_envs/<cap>")
     val.add_argument(
         "--seeds",
-        type=int,
+        type=_seed_count,
         default=None,
         help="calibration seeds (default: the spec's)",
     )

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from factory.analyze.detectors import DETECTORS
 from factory.analyze.labels import Label
 from factory.analyze.records import Trajectory
+from factory.archetypes import archetypes
 
 
 def call(name: str, call_id: str, **arguments: Any) -> dict[str, Any]:
@@ -30,7 +30,7 @@ def trajectory(messages: list[dict], success: bool = False, **extra: Any) -> Tra
 
 
 def label(archetype: str, t: Trajectory) -> Label:
-    return DETECTORS[archetype](t).label
+    return archetypes()[archetype].detector(t).label
 
 
 SEND = [
@@ -101,7 +101,7 @@ def test_tool_calling_precision_compares_with_the_reference() -> None:
         result("2", "{}"),
     ]
     t = trajectory(wrong, expected_actions=EXPECTED)
-    judgement = DETECTORS["tool_calling_precision"](t)
+    judgement = archetypes()["tool_calling_precision"].detector(t)
     assert judgement.label is Label.LACKING and "payment_method_id" in judgement.reason
     right = json.loads(json.dumps(wrong).replace("gift_card_9", "credit_card_1"))
     assert (
@@ -182,7 +182,7 @@ def test_structured_data_numbers_and_facts() -> None:
         ),
         result("1", "Error: amount"),
     ]
-    judgement = DETECTORS["structured_data_reasoning"](
+    judgement = archetypes()["structured_data_reasoning"].detector(
         trajectory(wrong, expected_actions=expected)
     )
     assert judgement.label is Label.LACKING and "450" in judgement.reason

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from factory.catalog.archetypes import supported_pairs
+from factory.archetypes import supported_pairs
 from factory.cli import main
 
 
@@ -77,6 +77,7 @@ def test_force_replaces_only_after_validation(
     existing = output / example_spec["name"]
     existing.mkdir(parents=True)
     (existing / "old.txt").write_text("old")
+    (existing / "capability.json").write_text("{}")  # a package factory wrote
     code, out, _ = run(
         capsys,
         "generate",
@@ -94,6 +95,18 @@ def test_force_replaces_only_after_validation(
     assert [p.name for p in output.iterdir()] == [
         example_spec["name"]
     ]  # no staging left
+
+
+def test_force_never_replaces_a_folder_factory_did_not_write(
+    capsys, tmp_path, example_spec, write_spec
+):
+    existing = tmp_path / "out" / example_spec["name"]
+    existing.mkdir(parents=True)
+    (existing / "mine.txt").write_text("user data")
+    arguments = [str(write_spec(example_spec)), "--output", str(tmp_path / "out")]
+    code, _, err = run(capsys, "generate", *arguments, "--force")
+    assert code == 2 and "not a generated package" in err
+    assert (existing / "mine.txt").read_text() == "user data"
 
 
 def test_kits_lists_every_supported_pair(capsys):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from factory.catalog.archetypes import supported_pairs
+from factory.archetypes import supported_pairs
 from factory.generate.build import generate
 from factory.generate.render import render_package
 from factory.spec import CapabilitySpec, load_spec
@@ -30,7 +30,7 @@ def test_every_supported_pair_generates_and_validates(tmp_path, archetype, kit):
     destination, report = generate(spec_path, tmp_path / "envs", seeds=20)
     assert report is not None and report.problems == [], report.summary()
     assert report.success_rate("gold") == 1.0 and report.success_rate("lacking") == 0.0
-    assert (destination / f"trace_env_fresh_{archetype}_on_{kit}" / "env.py").is_file()
+    assert (destination / f"trace_env_fresh_{archetype}_on_{kit}" / "task.py").is_file()
 
 
 @pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.json")), ids=lambda p: p.stem)

@@ -62,8 +62,8 @@ def test_a_demonstration_is_exactly_what_a_rollout_of_it_samples(
     seed = 11
     env = handle.make()
     tools = env.reset(seed=seed)[1]["tools"]
-    policies = importlib.import_module(f"{handle.package}.policies")
-    gold = policies.run_episode(env, "gold", seed).info["messages"]
+    package = importlib.import_module(handle.package)
+    gold = package.run_episode(env, "gold", seed).info["messages"]
     chat = ChatFormat(tiny_tokenizer, tools, tool_format)
     assert chat.native is (template is None)
     tokens, mask = cold_start.demonstration(chat, gold)

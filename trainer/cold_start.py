@@ -63,16 +63,17 @@ def demonstrations(
 ) -> list[tuple[list[int], list[int]]]:
     """`count` gold episodes of the environment, tokenized with their masks."""
     try:
-        policies = importlib.import_module(f"{handle.package}.policies")
-    except ImportError as exc:
+        run_episode = importlib.import_module(handle.package).run_episode
+    except (ImportError, AttributeError) as exc:
         raise TrainerError(
-            f"--cold-start needs the package's gold policy ({handle.package}.policies): {exc}"
+            f"--cold-start needs the package's gold policy ({handle.package}.run_episode): "
+            f"{exc}"
         ) from None
     rows = []
     for seed in demonstration_seeds(count):
         env = handle.make()
         tools = env.reset(seed=seed)[1]["tools"]
-        episode = policies.run_episode(env, "gold", seed)
+        episode = run_episode(env, "gold", seed)
         if not episode.success:
             raise TrainerError(
                 f"the gold policy of {handle.env_id} fails on seed {seed}; "

@@ -37,8 +37,8 @@ def example_trajectory(handle: EnvHandle, out: Path, seed: int) -> list[dict[str
         return json.loads(saved.read_text(encoding="utf-8"))
     import importlib
 
-    policies = importlib.import_module(f"{handle.package}.policies")
-    episode = policies.run_episode(handle.make(), "gold", seed)
+    package = importlib.import_module(handle.package)
+    episode = package.run_episode(handle.make(), "gold", seed)
     return episode.info["messages"]
 
 

@@ -24,7 +24,7 @@ from tqdm import tqdm
 from factory.analyze.labels import Capability, Judgement, Label
 from factory.analyze.records import Trajectory
 from factory.analyze.specs import snake_name
-from factory.catalog.archetypes import ARCHETYPES
+from factory.archetypes import archetypes
 from factory.errors import FactoryError
 
 DISCOVERY_PROMPT = """\
@@ -175,18 +175,16 @@ class LLMLabeller:
         """Build the fixed capability dictionary from failed and successful examples."""
         failed = [t for t in trajectories if not t.success][:sample]
         passed = [t for t in trajectories if t.success][: max(2, sample // 2)]
-        archetypes = "\n".join(
-            f"- {a.id}: {a.description}" for a in ARCHETYPES.values()
-        )
+        listing = "\n".join(f"- {a.id}: {a.description}" for a in archetypes().values())
         user = "FAILED:\n\n" + "\n\n".join(transcript(t, 4000) for t in failed)
         user += "\n\nSUCCESSFUL:\n\n" + "\n\n".join(transcript(t, 4000) for t in passed)
         answer = self._ask(
-            DISCOVERY_PROMPT.format(archetypes=archetypes), user, 0, _DiscoveryAnswer
+            DISCOVERY_PROMPT.format(archetypes=listing), user, 0, _DiscoveryAnswer
         )
         dictionary: dict[str, Capability] = {}
         for found in answer.capabilities:  # type: ignore[attr-defined]
             name = snake_name(found.name)
-            archetype = found.archetype if found.archetype in ARCHETYPES else None
+            archetype = found.archetype if found.archetype in archetypes() else None
             dictionary.setdefault(name, Capability(name, found.description, archetype))
         return list(dictionary.values())
 

@@ -24,8 +24,8 @@ from factory.analyze.labels import Capability, Judgement, Label
 from factory.analyze.records import Trajectory, write_jsonl
 from factory.analyze.specs import build_spec
 from factory.analyze.statistics import Labelled, Selection, bootstrap, majority, select
-from factory.catalog.kits import load_kits
 from factory.errors import FactoryError
+from factory.kits import kits as load_kits
 
 # One labelling run: for each trajectory, a judgement per capability name.
 LabelRun = list[dict[str, Judgement]]

@@ -110,7 +110,7 @@ def simulate(
         module, spec = packages[index % len(packages)]
         env_class = getattr(module, [n for n in module.__all__ if n.endswith("Env")][0])
         env = env_class()
-        policies = importlib.import_module(f"{module.__name__}.policies")
+        policies = importlib.import_module(f"{module.__name__}._runtime")
         task_seed = rng.randrange(2**31 - 1)
         roll = rng.random()
         if roll < noise:
@@ -193,7 +193,7 @@ def simulate(
             },
             "environment_info": {
                 "domain_name": "+".join(sorted({s["target"] for _, s in packages})),
-                "policy": "\n\n".join(sorted({m.tools.POLICY for m, _ in packages})),
+                "policy": "\n\n".join(sorted({m.FAMILY.toolkit.policy for m, _ in packages})),
             },
             "seed": seed,
         },

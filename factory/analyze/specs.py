@@ -7,7 +7,7 @@ from typing import Any
 
 from factory.analyze.labels import Capability
 from factory.analyze.statistics import Selection
-from factory.catalog.archetypes import ARCHETYPES
+from factory.archetypes import archetypes
 from factory.spec import CapabilitySpec, Evidence, FailurePattern, InlineTarget
 
 
@@ -27,7 +27,7 @@ def build_spec(
     patterns: list[tuple[str, str]],
 ) -> CapabilitySpec:
     """The spec of one retained capability, with its evidence and failure patterns."""
-    archetype = ARCHETYPES.get(capability.archetype or "")
+    archetype = archetypes().get(capability.archetype or "")
     fits = (
         archetype is not None and isinstance(target, str) and target in archetype.kits
     )

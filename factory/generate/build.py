@@ -1,19 +1,35 @@
-"""`factory generate`: render into a temporary directory, validate, then move into place.
+"""`factory generate`: render into a temporary folder, validate, then move into place.
 
-Nothing is written at the destination unless the package validates, and an
-existing package is replaced only with `force=True`.
+Nothing is written at the destination unless the package validates. Generates
+into one output folder wait for each other (an flock on the folder, released by
+the OS even on SIGKILL), and the final move reserves the destination atomically
+(mkdir fails if anything appeared there during the build): a package is
+replaced only with `force=True`, and only one this factory wrote (it has a
+capability.json). Temporaries of a build killed by SIGKILL are cleaned by the
+next generate of the same name; SIGTERM cleans up at once.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
+import os
 import shutil
+import signal
+import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from factory.errors import FactoryError
 from factory.generate.render import render_package
-from factory.spec import load_spec
+from factory.generate.settings_check import check_settings
+from factory.spec import CapabilitySpec, load_spec
 from factory.validate.runner import ValidationFailed, ValidationReport, validate_package
+
+BUILD = "build"
+OLD = "old"
 
 
 def write_files(root: Path, files: dict[str, str]) -> None:
@@ -22,6 +38,152 @@ def write_files(root: Path, files: dict[str, str]) -> None:
         path = root / relative
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8", newline="\n")
+
+
+def _prepare_output(output_dir: Path) -> Path:
+    """The output folder, created if needed; a file or an unwritable folder fails."""
+    output_dir = Path(output_dir)
+    if output_dir.exists() and not output_dir.is_dir():
+        raise FactoryError(f"--output {output_dir} is a file; pass a folder")
+    try:
+        output_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise FactoryError(
+            f"cannot create --output {output_dir}: {exc.strerror}; pass a folder "
+            "you can write to"
+        ) from None
+    if not os.access(output_dir, os.W_OK | os.X_OK):
+        raise FactoryError(
+            f"cannot write in --output {output_dir} (permission denied); pass a folder "
+            "you can write to"
+        )
+    return output_dir.resolve()
+
+
+@contextlib.contextmanager
+def _output_lock(output_dir: Path) -> Iterator[None]:
+    """Hold an flock on the output folder itself: generates into it run one at a time.
+
+    No lock file is left behind, and the OS releases the lock even on SIGKILL.
+    """
+    descriptor = os.open(output_dir, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(
+                f"factory: waiting for another `factory generate` in {output_dir}...",
+                file=sys.stderr,
+            )
+            fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)
+
+
+def _recover(output_dir: Path, name: str) -> None:
+    """Under the lock: remove temporaries of dead builds; restore an interrupted swap."""
+    destination = output_dir / name
+    for stale in sorted(output_dir.glob(f".{name}.{BUILD}-*")):
+        shutil.rmtree(stale, ignore_errors=True)
+    for old in sorted(output_dir.glob(f".{name}.{OLD}-*")):
+        if not os.path.lexists(destination):
+            old.rename(destination)  # killed mid-swap: put the previous package back
+        else:
+            shutil.rmtree(old, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _terminate_cleanly() -> Iterator[None]:
+    """Turn SIGTERM into SystemExit so `finally` blocks remove the temporaries."""
+
+    def stop(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    try:
+        previous = signal.signal(signal.SIGTERM, stop)
+    except ValueError:  # not the main thread: nothing to install
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _check_destination(destination: Path, force: bool) -> None:
+    if os.path.islink(destination) or destination.is_file():
+        raise FactoryError(
+            f"{destination} is a file or a link, not a package; move it away "
+            "(factory never replaces what it did not write)"
+        )
+    if destination.exists():
+        if not force:
+            raise FactoryError(
+                f"{destination} already exists; pass --force to replace it "
+                "(the old package is kept until the new one validates)"
+            )
+        if not (destination / "capability.json").is_file():
+            raise FactoryError(
+                f"{destination} is not a generated package (no capability.json); "
+                "factory never replaces what it did not write: move it away"
+            )
+
+
+def _move_into_place(staging: Path, destination: Path, force: bool) -> None:
+    """Place the build; fails without `force` if anything appeared at the destination."""
+    _check_destination(destination, force)
+    retired = None
+    if destination.exists():
+        retired = destination.with_name(f".{destination.name}.{OLD}-{os.getpid()}")
+        destination.rename(retired)
+    try:
+        destination.mkdir()  # atomic reservation: fails if something appeared
+    except FileExistsError:
+        kept = ""
+        if retired is not None:
+            previous = destination.with_name(
+                f"{destination.name}.previous-{os.getpid()}"
+            )
+            retired.rename(previous)
+            kept = f"; the previous package is kept at {previous}"
+        raise FactoryError(
+            f"{destination} appeared while the package was being built; nothing was "
+            f"replaced{kept}"
+        ) from None
+    staging.rename(destination)  # onto the empty folder we just made
+    if retired is not None:
+        shutil.rmtree(retired, ignore_errors=True)
+
+
+def _build(
+    spec: CapabilitySpec,
+    output_dir: Path,
+    force: bool,
+    validate: bool,
+    seeds: int | None,
+) -> tuple[Path, ValidationReport | None]:
+    destination = output_dir / spec.name
+    _check_destination(destination, force)
+    files = render_package(spec)
+    staging = Path(tempfile.mkdtemp(prefix=f".{spec.name}.{BUILD}-", dir=output_dir))
+    staging.chmod(0o755)  # mkdtemp makes it private; a package folder is not
+    try:
+        write_files(staging, files)
+        report = validate_package(staging, seeds) if validate else None
+        if report is not None and report.problems:
+            details = "" if report.tests_passed else "\n" + report.tests_output[-4000:]
+            raise ValidationFailed(
+                report.summary()
+                + details
+                + "\nNothing was written; the build is discarded."
+            )
+        _move_into_place(staging, destination, force)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    if report is not None:
+        report.package_dir = destination
+    return destination, report
 
 
 def generate(
@@ -33,43 +195,16 @@ def generate(
 ) -> tuple[Path, ValidationReport | None]:
     """Build the package of `spec_path` at `output_dir/<name>`; return it and its report."""
     spec = load_spec(spec_path)
-    destination = Path(output_dir) / spec.name
-    if destination.exists() and not force:
-        raise FactoryError(
-            f"{destination} already exists; pass --force to replace it "
-            "(the old package is kept until the new one validates)"
-        )
-    files = render_package(spec)
-    destination.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{spec.name}.", dir=destination.parent))
-    staging.chmod(0o755)  # mkdtemp makes it private; a package directory is not
-    try:
-        write_files(staging, files)
-        report = validate_package(staging, seeds) if validate else None
-        if report is not None and report.problems:
-            details = "" if report.tests_passed else "\n" + report.tests_output[-4000:]
-            raise ValidationFailed(
-                report.summary()
-                + details
-                + "\nNothing was written; the build is discarded."
-            )
-        _move_into_place(staging, destination)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    if report is not None:
-        report.package_dir = destination
-    return destination, report
-
-
-def _move_into_place(staging: Path, destination: Path) -> None:
-    """Swap the new package in; the old one is removed only after the swap."""
-    retired = None
-    if destination.exists():
-        retired = Path(
-            tempfile.mkdtemp(prefix=f".{destination.name}.old.", dir=destination.parent)
-        )
-        retired.rmdir()
-        destination.rename(retired)
-    staging.rename(destination)
-    if retired is not None:
-        shutil.rmtree(retired, ignore_errors=True)
+    check_settings(spec, seeds)
+    output_dir = _prepare_output(output_dir)
+    with _terminate_cleanly(), _output_lock(output_dir):
+        try:
+            _recover(output_dir, spec.name)
+            return _build(spec, output_dir, force, validate, seeds)
+        except OSError as exc:
+            if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC):
+                raise FactoryError(
+                    f"cannot write in {output_dir}: {exc.strerror}; free space or pass "
+                    "a writable --output"
+                ) from None
+            raise

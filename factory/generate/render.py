@@ -1,30 +1,30 @@
 """Render a capability spec into the files of a standalone environment package.
 
 Rendering is pure and deterministic: the same spec gives byte-identical files.
+The capability is the archetype's task module, copied as `task.py`; the runtime
+and the kit are copied verbatim into `_runtime/`; jinja2 renders only the
+metadata files (pyproject, README, `__init__`, integrations, the test stub).
 """
 
 from __future__ import annotations
 
-import json
+import textwrap
 from dataclasses import dataclass
 from typing import Any
 
 import jinja2
 
-from factory.catalog.archetypes import ARCHETYPES, Archetype, supported_pairs
-from factory.catalog.kits import Kit, load_kits
+from factory.archetypes import Archetype, archetypes, supported_pairs
 from factory.errors import FactoryError
 from factory.generate.format import format_python
+from factory.generate.runtime_copy import runtime_files
+from factory.generate.task_module import package_task_source
+from factory.kits import kits
 from factory.paths import templates_dir
+from factory.runtime import Knob, Toolkit
+from factory.runtime.task import resolve_knobs
+from factory.runtime.verifier import REWARD_SENTENCES
 from factory.spec import CapabilitySpec
-
-REWARD_SENTENCES = {
-    "binary": (
-        "1.0 when the final state matches the gold state and every required fact "
-        "was told to the user, else 0.0."
-    ),
-    "partial": "the mean of the state match and of each required fact's check.",
-}
 
 
 @dataclass(frozen=True)
@@ -50,9 +50,9 @@ class PackageNames:
         return f"trace/{self.camel}-v0"
 
 
-def resolve_target(spec: CapabilitySpec) -> tuple[Archetype, Kit]:
+def resolve_target(spec: CapabilitySpec) -> tuple[Archetype, Toolkit]:
     """The archetype and kit a spec asks for, or a FactoryError saying what is supported."""
-    kits = load_kits()
+    known = archetypes()
     pairs = ", ".join(f"{a}/{k}" for a, k in supported_pairs())
     if spec.archetype is None or not isinstance(spec.target, str):
         raise FactoryError(
@@ -60,43 +60,31 @@ def resolve_target(spec: CapabilitySpec) -> tuple[Archetype, Kit]:
             "the offline template backend builds built-in archetypes on built-in kits "
             f"only ({pairs}). Set 'archetype' and 'target' to one of those pairs."
         )
-    if spec.archetype not in ARCHETYPES:
+    if spec.archetype not in known:
         raise FactoryError(
             f"archetype: unknown archetype '{spec.archetype}'; "
-            f"known: {', '.join(ARCHETYPES)} (see `factory kits`)"
+            f"known: {', '.join(known)} (see `factory kits`)"
         )
-    if spec.target not in kits:
+    if spec.target not in kits():
         raise FactoryError(
-            f"target: unknown kit '{spec.target}'; known: {', '.join(kits)} "
+            f"target: unknown kit '{spec.target}'; known: {', '.join(kits())} "
             "(see `factory kits`)"
         )
-    archetype = ARCHETYPES[spec.archetype]
+    archetype = known[spec.archetype]
     if spec.target not in archetype.kits:
         raise FactoryError(
             f"archetype '{archetype.id}' is not supported on kit '{spec.target}'; "
             f"it runs on: {', '.join(archetype.kits)} (see `factory kits`)"
         )
-    return archetype, kits[spec.target]
+    return archetype, kits()[spec.target]
 
 
-def resolve_difficulty(spec: CapabilitySpec, archetype: Archetype) -> dict[str, int]:
-    """The archetype's default knobs updated with the spec's; bad knobs fail."""
-    knobs = {knob.name: knob for knob in archetype.knobs}
-    difficulty = archetype.default_difficulty()
-    for key, value in spec.generation.difficulty.items():
-        knob = knobs.get(key)
-        if knob is None:
-            raise FactoryError(
-                f"generation.difficulty.{key}: unknown knob for archetype "
-                f"'{archetype.id}'; allowed: {', '.join(knobs)}"
-            )
-        if not knob.minimum <= value <= knob.maximum:
-            raise FactoryError(
-                f"generation.difficulty.{key}: {value} is out of range; "
-                f"allowed {knob.minimum}..{knob.maximum} ({knob.help})"
-            )
-        difficulty[key] = value
-    return difficulty
+def resolve_difficulty(spec: CapabilitySpec, knobs: tuple[Knob, ...]) -> dict[str, int]:
+    """The task module's default knobs updated with the spec's; bad knobs fail."""
+    try:
+        return resolve_knobs(knobs, spec.generation.difficulty, "generation.difficulty")
+    except ValueError as exc:
+        raise FactoryError(f"{exc}; see `factory kits` for every knob") from None
 
 
 def _environment() -> jinja2.Environment:
@@ -110,18 +98,31 @@ def _environment() -> jinja2.Environment:
     )
 
 
-def _schemas_literal(kit: Kit) -> str:
-    """Tool schemas as a json.loads(...) of a raw string: readable and formatter-stable."""
-    text = json.dumps(list(kit.tools), indent=4, ensure_ascii=True)
-    if "'''" in text:
-        raise FactoryError(f"kit '{kit.id}' tool schemas may not contain '''")
-    return f"json.loads(\n    r'''\n{text}\n'''\n)"
+def _task_docstring(spec: CapabilitySpec, archetype: Archetype, kit: Toolkit) -> str:
+    """What `task.py` trains and how its reward is computed, in plain words."""
+    paragraphs = [
+        f"{spec.title}: the `{spec.name}` capability, on the {kit.title} tools.",
+        spec.description,
+        f"Each seed builds one task ({archetype.title.lower()} family): "
+        + archetype.task_summary(kit.id)[0].lower()
+        + archetype.task_summary(kit.id)[1:],
+        "Reward (`_runtime/verifier.py`): the gold final state is the initial state "
+        "with the gold tool calls replayed; reward mode "
+        f"`{spec.generation.reward_mode}` pays "
+        + REWARD_SENTENCES[spec.generation.reward_mode]
+        + " Knob values come from capability.json (generation.difficulty).",
+    ]
+    return "\n\n".join(
+        textwrap.fill(" ".join(p.split()), 76, break_on_hyphens=False)
+        for p in paragraphs
+    )
 
 
 def render_package(spec: CapabilitySpec) -> dict[str, str]:
     """All files of the package for `spec`, as {relative path: text}."""
     archetype, kit = resolve_target(spec)
     names = PackageNames(spec.name)
+    knobs = archetype.knobs(kit.id)
     context: dict[str, Any] = {
         "name": spec.name,
         "title": spec.title,
@@ -131,26 +132,29 @@ def render_package(spec: CapabilitySpec) -> dict[str, str]:
         "distribution": names.distribution,
         "env_id": names.env_id,
         "archetype": archetype,
-        "archetype_template": archetype.template(kit.id),
+        "task_summary": archetype.task_summary(kit.id),
         "kit": kit,
-        "difficulty": resolve_difficulty(spec, archetype),
+        "knobs": knobs,
+        "difficulty": resolve_difficulty(spec, knobs),
         "max_turns": spec.generation.max_turns,
         "reward_mode": spec.generation.reward_mode,
         "reward_sentence": REWARD_SENTENCES[spec.generation.reward_mode],
-        "tool_schemas": _schemas_literal(kit),
     }
     env = _environment()
     layout = {
         "pyproject.toml": "package/pyproject.toml.j2",
         "README.md": "package/README.md.j2",
         f"{names.package}/__init__.py": "package/__init__.py.j2",
-        f"{names.package}/tools.py": "package/tools.py.j2",
-        f"{names.package}/generator.py": "package/generator.py.j2",
-        f"{names.package}/verifier.py": "package/verifier.py.j2",
-        f"{names.package}/policies.py": "package/policies.py.j2",
-        f"{names.package}/env.py": "package/env.py.j2",
+        f"{names.package}/integrations.py": "package/integrations.py.j2",
         f"tests/test_{spec.name}_properties.py": "package/tests/test_properties.py.j2",
     }
     files = {path: env.get_template(t).render(context) for path, t in layout.items()}
+    source = archetype.task_source(kit.id).read_text(encoding="utf-8")
+    files[f"{names.package}/task.py"] = package_task_source(
+        source, _task_docstring(spec, archetype, kit)
+    )
+    files = format_python(files)
     files["capability.json"] = spec.to_json()
-    return format_python(files)
+    for path, text in runtime_files(kit.id).items():
+        files[f"{names.package}/_runtime/{path}"] = text
+    return files

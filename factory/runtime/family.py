@@ -80,9 +80,15 @@ class TaskFamily:
     reward_mode: str = "binary"
 
     @classmethod
-    def from_module(cls, module: ModuleType, capability: Path) -> TaskFamily:
-        """Bind a task module (`TOOLKIT`, `KNOBS`, `build_task`) to its capability.json."""
-        spec = read_capability(capability)
+    def from_module(
+        cls, module: ModuleType, capability: Path | Mapping[str, Any]
+    ) -> TaskFamily:
+        """Bind a task module (`TOOLKIT`, `KNOBS`, `build_task`) to its capability spec."""
+        spec = (
+            capability
+            if isinstance(capability, Mapping)
+            else read_capability(capability)
+        )
         generation = spec["generation"]
         knobs = tuple(module.KNOBS)
         return cls(

@@ -15,7 +15,9 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import gymnasium
 from gymnasium.utils.env_checker import check_env
+from gymnasium.wrappers import TimeLimit
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -366,6 +368,46 @@ def observations_are_ascii_json_in_the_space(env_class: EnvClass) -> None:
 def check_env_passes(env_class: EnvClass) -> None:
     """gymnasium's own checker accepts the environment."""
     check_env(env_class(), skip_render_check=True)
+
+
+def registration_works(env_id: str, env_class: EnvClass) -> None:
+    """`gymnasium.make` wraps the env in TimeLimit; `make_vec` runs it sync and async.
+
+    Async needs `shared_memory=False`: gymnasium's shared memory pads Text
+    observations to the space's max_length.
+    """
+    env = gymnasium.make(env_id)
+    assert isinstance(env.unwrapped, env_class)
+    assert (
+        env.spec is not None
+        and env.spec.max_episode_steps == env_class.family.max_turns
+    )
+    assert any(isinstance(w, TimeLimit) for w in _wrappers(env)), "no TimeLimit wrapper"
+    env.close()
+    for mode in ("sync", "async"):
+        vector = gymnasium.make_vec(
+            env_id,
+            num_envs=2,
+            vectorization_mode=mode,
+            vector_kwargs={"shared_memory": False} if mode == "async" else {},
+        )
+        try:
+            observations, infos = vector.reset(seed=[3, 4])
+            assert len(observations) == 2 and observations[0] != observations[1]
+            observations, rewards, terminated, truncated, _ = vector.step(
+                ['{"tool_calls": 5}', "{}"]
+            )
+            assert list(rewards) == [0.0, 0.0] and not any(terminated)
+        finally:
+            vector.close()
+
+
+def _wrappers(env: gymnasium.Env) -> list[gymnasium.Env]:
+    found = []
+    while isinstance(env, gymnasium.Wrapper):
+        found.append(env)
+        env = env.env
+    return found
 
 
 PROPERTIES: tuple[Callable[[EnvClass], None], ...] = (

@@ -96,8 +96,8 @@ def resolve_knobs(
             or not knob.minimum <= value <= knob.maximum
         ):
             raise ValueError(
-                f"{where}.{key} must be an integer in [{knob.minimum}, {knob.maximum}] "
-                f"({knob.help}), got {str(value)[:60]}"
+                f"{where}.{key}={str(value)[:60]} is out of range: it must be an "
+                f"integer in [{knob.minimum}, {knob.maximum}] ({knob.help})"
             )
         resolved[key] = value
     return resolved

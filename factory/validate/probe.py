@@ -19,7 +19,6 @@ def calibrate(package: str, seeds: int) -> dict[str, Any]:
     from gymnasium.utils.env_checker import check_env
 
     module = importlib.import_module(package)
-    policies = importlib.import_module(f"{package}.policies")
     env_class = getattr(module, [n for n in module.__all__ if n.endswith("Env")][0])
     report: dict[str, Any] = {"seeds": seeds}
     started = time.perf_counter()
@@ -35,7 +34,7 @@ def calibrate(package: str, seeds: int) -> dict[str, Any]:
         started = time.perf_counter()
         for seed in range(seeds):
             try:
-                episode = policies.run_episode(env, which, seed)
+                episode = module.run_episode(env, which, seed)
                 episodes.append(
                     {
                         "seed": seed,

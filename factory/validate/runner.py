@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from factory.catalog.kits import load_kits
 from factory.errors import FactoryError
 from factory.generate.render import PackageNames
 from factory.spec import load_spec
@@ -151,11 +150,8 @@ def validate_package(
         )
     spec = load_spec(spec_path)
     names = PackageNames(spec.name)
-    kit = load_kits().get(spec.target) if isinstance(spec.target, str) else None
     report = ValidationReport(package_dir)
-    report.static_problems = check_package(
-        package_dir, names.package, names.camel, kit.tools if kit else ()
-    )
+    report.static_problems = check_package(package_dir, names.package, names.camel)
     tests = _run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
         package_dir,

@@ -7,45 +7,30 @@ the package itself, and have no top-level side effects.
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterable
 from pathlib import Path
 
 import libcst as cst
 
+from factory.generate.runtime_copy import STAMP, content_hash
 from factory.ruff_runner import run_ruff
 
-# Symbols every generated module must define (functions with their parameters).
+# Symbols every package module must define (functions with their parameters).
 REQUIRED: dict[str, dict[str, tuple[str, ...] | None]] = {
-    "__init__.py": {"ENV_ID": None, "CAPABILITY": None, "register_env": ()},
-    "tools.py": {
-        "POLICY": None,
-        "TOOL_SCHEMAS": None,
-        "ToolError": None,
-        "IMPLEMENTATIONS": None,
-        "execute": ("state", "name", "arguments"),
+    "__init__.py": {
+        "ENV_ID": None,
+        "CAPABILITY": None,
+        "FAMILY": None,
+        "register_env": (),
     },
-    "generator.py": {
-        "Task": None,
-        "ToolCall": None,
-        "Turn": None,
-        "DEFAULT_DIFFICULTY": None,
-        "MAX_TURNS": None,
-        "build_task": ("rng", "difficulty", "task_id"),
-        "generate_task": ("seed", "difficulty"),
+    "task.py": {
+        "KNOBS": None,
+        "TOOLKIT": None,
+        "build_task": ("rng", "knobs", "task_id"),
     },
-    "verifier.py": {
-        "state_hash": ("state",),
-        "replay": ("initial_state", "actions"),
-        "verify": ("task", "final_state", "messages", "reward_mode"),
-        "Verification": None,
-    },
-    "policies.py": {
-        "gold_policy": ("task",),
-        "lacking_policy": ("task",),
-        "run_episode": ("env", "which", "seed"),
-    },
-    "env.py": {},
+    "integrations.py": {},
 }
 ALLOWED_THIRD_PARTY = {"gymnasium"}
 TEST_THIRD_PARTY = {"gymnasium", "hypothesis", "pytest"}
@@ -218,9 +203,42 @@ def lint_problems(root: Path) -> list[str]:
     return [line for line in result.stdout.splitlines() if line.strip()]
 
 
-def check_package(
-    root: Path, package: str, camel: str, tools: Iterable[dict]
-) -> list[str]:
+def check_runtime(root: Path, package: str) -> list[str]:
+    """`_runtime/` must match its stamp, and its kit's tools their schemas."""
+    runtime = root / package / "_runtime"
+    stamp_path = runtime / STAMP
+    try:
+        stamp = json.loads(stamp_path.read_text(encoding="utf-8"))
+        kit = stamp["kit"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return [
+            f"{package}/_runtime/{STAMP}: missing or unreadable; regenerate the package"
+        ]
+    files = {
+        path.relative_to(runtime).as_posix(): path.read_text(encoding="utf-8")
+        for path in sorted(runtime.rglob("*"))
+        if path.is_file() and path.name != STAMP and "__pycache__" not in path.parts
+    }
+    problems = []
+    if content_hash(files) != stamp.get("sha256"):
+        problems.append(
+            f"{package}/_runtime: its files differ from the stamped runtime "
+            f"{stamp.get('runtime_version')} (edited by hand?); regenerate the package"
+        )
+    kit_json = runtime / "kits" / str(kit) / "kit.json"
+    tools = runtime / "kits" / str(kit) / "tools.py"
+    if kit_json.is_file() and tools.is_file():
+        schemas = json.loads(kit_json.read_text(encoding="utf-8"))["tools"]
+        # Tools may come from the shared kit modules beside the kit (e.g. calculator).
+        shared = sorted((runtime / "kits").glob("*.py"))
+        sources = [tools.read_text(encoding="utf-8")]
+        sources += [path.read_text(encoding="utf-8") for path in shared]
+        found = check_tool_signatures("\n".join(sources), schemas)
+        problems += [f"{package}/_runtime/kits/{kit}/tools.py: {p}" for p in found]
+    return problems
+
+
+def check_package(root: Path, package: str, camel: str) -> list[str]:
     """All static problems of the package at `root`, each prefixed with its file."""
     problems = lint_problems(root)
     for filename, required in REQUIRED.items():
@@ -229,13 +247,12 @@ def check_package(
             problems.append(f"{package}/{filename}: missing")
             continue
         needed = dict(required)
-        if filename == "env.py":
+        if filename == "__init__.py":
             needed[f"{camel}Env"] = None
         source = path.read_text(encoding="utf-8")
         found = check_module(source, filename, package, needed)
-        if filename == "tools.py" and not found:
-            found = check_tool_signatures(source, tools)
         problems += [f"{package}/{filename}: {problem}" for problem in found]
+    problems += check_runtime(root, package)
     for path in sorted((root / "tests").glob("test_*.py")):
         found = check_module(
             path.read_text(encoding="utf-8"), path.name, package, {}, TEST_THIRD_PARTY

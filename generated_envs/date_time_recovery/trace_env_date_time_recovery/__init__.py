@@ -1,17 +1,25 @@
 """Training environment for the `date_time_recovery` capability: Date and time reasoning with tools.
 
-Importing the package registers the gymnasium id `trace/DateTimeRecovery-v0`. The environment
-trains date and time reasoning with tools on the Phone (ToolSandbox) tools; see README.md.
+Importing the package registers the gymnasium id `trace/DateTimeRecovery-v0` (with
+`max_episode_steps`). The capability is in `task.py`; `_runtime/` holds the
+environment, verifier and property suite shared by every TRACE package, and
+`integrations.py` the TRL, verifiers and OpenEnv entry points.
 """
 
 from gymnasium.envs.registration import register, registry
 
-from .env import DateTimeRecoveryEnv
+from . import task
+from ._runtime import TaskEnv, TaskFamily, find_capability, run_episode
 
 ENV_ID = "trace/DateTimeRecovery-v0"
 CAPABILITY = "date_time_recovery"
+FAMILY = TaskFamily.from_module(task, find_capability(__file__))
 
-__all__ = ["CAPABILITY", "ENV_ID", "DateTimeRecoveryEnv", "register_env"]
+
+class DateTimeRecoveryEnv(TaskEnv):
+    """Episodes of `date_time_recovery` on the Phone (ToolSandbox) tools."""
+
+    family = FAMILY
 
 
 def register_env() -> None:
@@ -19,8 +27,18 @@ def register_env() -> None:
     if ENV_ID not in registry:
         register(
             id=ENV_ID,
-            entry_point="trace_env_date_time_recovery.env:DateTimeRecoveryEnv",
+            entry_point=f"{__name__}:DateTimeRecoveryEnv",
+            max_episode_steps=FAMILY.max_turns,
         )
 
 
 register_env()
+
+__all__ = [
+    "CAPABILITY",
+    "ENV_ID",
+    "FAMILY",
+    "DateTimeRecoveryEnv",
+    "register_env",
+    "run_episode",
+]

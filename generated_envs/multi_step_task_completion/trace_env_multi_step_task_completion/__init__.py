@@ -1,17 +1,25 @@
 """Training environment for the `multi_step_task_completion` capability: Multi-step task completion.
 
-Importing the package registers the gymnasium id `trace/MultiStepTaskCompletion-v0`. The environment
-trains multi-step task completion on the Retail tools; see README.md.
+Importing the package registers the gymnasium id `trace/MultiStepTaskCompletion-v0` (with
+`max_episode_steps`). The capability is in `task.py`; `_runtime/` holds the
+environment, verifier and property suite shared by every TRACE package, and
+`integrations.py` the TRL, verifiers and OpenEnv entry points.
 """
 
 from gymnasium.envs.registration import register, registry
 
-from .env import MultiStepTaskCompletionEnv
+from . import task
+from ._runtime import TaskEnv, TaskFamily, find_capability, run_episode
 
 ENV_ID = "trace/MultiStepTaskCompletion-v0"
 CAPABILITY = "multi_step_task_completion"
+FAMILY = TaskFamily.from_module(task, find_capability(__file__))
 
-__all__ = ["CAPABILITY", "ENV_ID", "MultiStepTaskCompletionEnv", "register_env"]
+
+class MultiStepTaskCompletionEnv(TaskEnv):
+    """Episodes of `multi_step_task_completion` on the Retail tools."""
+
+    family = FAMILY
 
 
 def register_env() -> None:
@@ -19,8 +27,18 @@ def register_env() -> None:
     if ENV_ID not in registry:
         register(
             id=ENV_ID,
-            entry_point="trace_env_multi_step_task_completion.env:MultiStepTaskCompletionEnv",
+            entry_point=f"{__name__}:MultiStepTaskCompletionEnv",
+            max_episode_steps=FAMILY.max_turns,
         )
 
 
 register_env()
+
+__all__ = [
+    "CAPABILITY",
+    "ENV_ID",
+    "FAMILY",
+    "MultiStepTaskCompletionEnv",
+    "register_env",
+    "run_episode",
+]

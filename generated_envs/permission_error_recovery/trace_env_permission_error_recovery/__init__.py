@@ -1,17 +1,25 @@
 """Training environment for the `permission_error_recovery` capability: Permission error recovery.
 
-Importing the package registers the gymnasium id `trace/PermissionErrorRecovery-v0`. The environment
-trains permission error recovery on the Phone (ToolSandbox) tools; see README.md.
+Importing the package registers the gymnasium id `trace/PermissionErrorRecovery-v0` (with
+`max_episode_steps`). The capability is in `task.py`; `_runtime/` holds the
+environment, verifier and property suite shared by every TRACE package, and
+`integrations.py` the TRL, verifiers and OpenEnv entry points.
 """
 
 from gymnasium.envs.registration import register, registry
 
-from .env import PermissionErrorRecoveryEnv
+from . import task
+from ._runtime import TaskEnv, TaskFamily, find_capability, run_episode
 
 ENV_ID = "trace/PermissionErrorRecovery-v0"
 CAPABILITY = "permission_error_recovery"
+FAMILY = TaskFamily.from_module(task, find_capability(__file__))
 
-__all__ = ["CAPABILITY", "ENV_ID", "PermissionErrorRecoveryEnv", "register_env"]
+
+class PermissionErrorRecoveryEnv(TaskEnv):
+    """Episodes of `permission_error_recovery` on the Phone (ToolSandbox) tools."""
+
+    family = FAMILY
 
 
 def register_env() -> None:
@@ -19,8 +27,18 @@ def register_env() -> None:
     if ENV_ID not in registry:
         register(
             id=ENV_ID,
-            entry_point="trace_env_permission_error_recovery.env:PermissionErrorRecoveryEnv",
+            entry_point=f"{__name__}:PermissionErrorRecoveryEnv",
+            max_episode_steps=FAMILY.max_turns,
         )
 
 
 register_env()
+
+__all__ = [
+    "CAPABILITY",
+    "ENV_ID",
+    "FAMILY",
+    "PermissionErrorRecoveryEnv",
+    "register_env",
+    "run_episode",
+]

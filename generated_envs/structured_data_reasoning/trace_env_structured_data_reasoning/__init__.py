@@ -1,17 +1,25 @@
 """Training environment for the `structured_data_reasoning` capability: Structured data reasoning.
 
-Importing the package registers the gymnasium id `trace/StructuredDataReasoning-v0`. The environment
-trains structured data reasoning on the Airline (tau2-bench) tools; see README.md.
+Importing the package registers the gymnasium id `trace/StructuredDataReasoning-v0` (with
+`max_episode_steps`). The capability is in `task.py`; `_runtime/` holds the
+environment, verifier and property suite shared by every TRACE package, and
+`integrations.py` the TRL, verifiers and OpenEnv entry points.
 """
 
 from gymnasium.envs.registration import register, registry
 
-from .env import StructuredDataReasoningEnv
+from . import task
+from ._runtime import TaskEnv, TaskFamily, find_capability, run_episode
 
 ENV_ID = "trace/StructuredDataReasoning-v0"
 CAPABILITY = "structured_data_reasoning"
+FAMILY = TaskFamily.from_module(task, find_capability(__file__))
 
-__all__ = ["CAPABILITY", "ENV_ID", "StructuredDataReasoningEnv", "register_env"]
+
+class StructuredDataReasoningEnv(TaskEnv):
+    """Episodes of `structured_data_reasoning` on the Airline (tau2-bench) tools."""
+
+    family = FAMILY
 
 
 def register_env() -> None:
@@ -19,8 +27,18 @@ def register_env() -> None:
     if ENV_ID not in registry:
         register(
             id=ENV_ID,
-            entry_point="trace_env_structured_data_reasoning.env:StructuredDataReasoningEnv",
+            entry_point=f"{__name__}:StructuredDataReasoningEnv",
+            max_episode_steps=FAMILY.max_turns,
         )
 
 
 register_env()
+
+__all__ = [
+    "CAPABILITY",
+    "ENV_ID",
+    "FAMILY",
+    "StructuredDataReasoningEnv",
+    "register_env",
+    "run_episode",
+]

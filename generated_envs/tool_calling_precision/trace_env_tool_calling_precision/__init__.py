@@ -1,17 +1,25 @@
 """Training environment for the `tool_calling_precision` capability: Tool-calling precision.
 
-Importing the package registers the gymnasium id `trace/ToolCallingPrecision-v0`. The environment
-trains tool-calling precision on the Retail tools; see README.md.
+Importing the package registers the gymnasium id `trace/ToolCallingPrecision-v0` (with
+`max_episode_steps`). The capability is in `task.py`; `_runtime/` holds the
+environment, verifier and property suite shared by every TRACE package, and
+`integrations.py` the TRL, verifiers and OpenEnv entry points.
 """
 
 from gymnasium.envs.registration import register, registry
 
-from .env import ToolCallingPrecisionEnv
+from . import task
+from ._runtime import TaskEnv, TaskFamily, find_capability, run_episode
 
 ENV_ID = "trace/ToolCallingPrecision-v0"
 CAPABILITY = "tool_calling_precision"
+FAMILY = TaskFamily.from_module(task, find_capability(__file__))
 
-__all__ = ["CAPABILITY", "ENV_ID", "ToolCallingPrecisionEnv", "register_env"]
+
+class ToolCallingPrecisionEnv(TaskEnv):
+    """Episodes of `tool_calling_precision` on the Retail tools."""
+
+    family = FAMILY
 
 
 def register_env() -> None:
@@ -19,8 +27,18 @@ def register_env() -> None:
     if ENV_ID not in registry:
         register(
             id=ENV_ID,
-            entry_point="trace_env_tool_calling_precision.env:ToolCallingPrecisionEnv",
+            entry_point=f"{__name__}:ToolCallingPrecisionEnv",
+            max_episode_steps=FAMILY.max_turns,
         )
 
 
 register_env()
+
+__all__ = [
+    "CAPABILITY",
+    "ENV_ID",
+    "FAMILY",
+    "ToolCallingPrecisionEnv",
+    "register_env",
+    "run_episode",
+]

@@ -1,1 +1,0 @@
-"""What the factory can build: target kits and capability archetypes."""

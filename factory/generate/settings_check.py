@@ -1,0 +1,56 @@
+"""Refuse, before any build, settings that can never validate.
+
+The task module runs in-process here on a few seeds (built-in archetypes are
+this repository's own code; LLM-written ones are only ever run in the sandbox).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from factory.errors import FactoryError
+from factory.generate.render import resolve_difficulty, resolve_target
+from factory.runtime import TaskEnv, TaskFamily, run_episode
+from factory.spec import CapabilitySpec
+
+PROBE_SEEDS = 8
+MAX_SEEDS = 10_000
+VALIDATION_BUDGET_S = 600.0
+
+
+def check_settings(
+    spec: CapabilitySpec, seeds: int | None, budget_s: float = VALIDATION_BUDGET_S
+) -> None:
+    """Exit-2 errors for bad `--seeds`, too few `max_turns`, or a validation over budget."""
+    if seeds is not None and (isinstance(seeds, bool) or not 1 <= seeds <= MAX_SEEDS):
+        raise FactoryError(
+            f"--seeds must be an integer in [1, {MAX_SEEDS}], got {seeds}"
+        )
+    archetype, kit = resolve_target(spec)
+    module = archetype.task_module(kit.id)
+    resolve_difficulty(spec, archetype.knobs(kit.id))
+    capability = json.loads(spec.to_json())
+    capability["generation"]["max_turns"] = 10_000
+    family = TaskFamily.from_module(module, capability)
+    env_class = type("ProbeEnv", (TaskEnv,), {"family": family})
+    started = time.perf_counter()
+    longest = max(
+        run_episode(env_class(), which, seed).turns
+        for seed in range(PROBE_SEEDS)
+        for which in ("gold", "lacking")
+    )
+    per_seed = (time.perf_counter() - started) / PROBE_SEEDS
+    if longest > spec.generation.max_turns:
+        raise FactoryError(
+            f"generation.max_turns={spec.generation.max_turns} is too small: the scripted "
+            f"policies need up to {longest} turns on seeds 0-{PROBE_SEEDS - 1}; set it "
+            f"to at least {longest + 2}"
+        )
+    total = seeds or spec.generation.validation_seeds
+    projected = per_seed * total
+    if projected > budget_s:
+        raise FactoryError(
+            f"validating {total} seeds would take about {projected:.0f}s, over the "
+            f"{budget_s:.0f}s limit; lower generation.validation_seeds or --seeds"
+        )

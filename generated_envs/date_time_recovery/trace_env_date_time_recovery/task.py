@@ -1,0 +1,142 @@
+"""Date and time reasoning with tools: the `date_time_recovery` capability, on
+the Phone (ToolSandbox) tools.
+
+Resolve relative dates and times such as 'this coming Friday at 9:00', 'in 3
+days' or '5 hours from now' with the clock and date tools instead of mental
+arithmetic, and tell the user the resolved date.
+
+Each seed builds one task (date and time reasoning with tools family): the
+user asks for a reminder at a relative date and time and to be told the date
+it was set for. An agent without the capability computes the relative date
+in its head and gets it wrong (weekday numbering, time of day, or the day
+rollover).
+
+Reward (`_runtime/verifier.py`): the gold final state is the initial state
+with the gold tool calls replayed; reward mode `binary` pays 1.0 when the
+final state matches the gold state and every required fact was told to the
+user, else 0.0. Knob values come from capability.json
+(generation.difficulty).
+"""
+
+from __future__ import annotations
+
+import datetime
+import random
+from collections.abc import Mapping
+
+from ._runtime import (
+    Knob,
+    Task,
+    Turn,
+    call,
+    say,
+)
+from ._runtime.kits import phone
+from ._runtime.kits.phone.world import WEEKDAYS, moment, new_phone, spoken
+
+TOOLKIT = phone.TOOLKIT
+KNOBS = (
+    Knob("horizon_days", 10, 2, 30, "how far ahead the reminder may be"),
+    Knob("expression_kinds", 3, 1, 3, "kinds of relative expression drawn"),
+)
+
+
+TOPICS = (
+    "call the dentist",
+    "water the plants",
+    "pay the electricity bill",
+    "book a table for dinner",
+    "renew the passport",
+    "send the quarterly report",
+    "take the cake out of the oven",
+    "join the team call",
+)
+KINDS = ("in_days", "weekday", "hours")
+
+
+def _at(day: datetime.datetime, hour: int, minute: int) -> datetime.datetime:
+    return day.replace(hour=hour, minute=minute, second=0, microsecond=0)
+
+
+def _resolve(
+    rng: random.Random, kind: str, now: datetime.datetime, horizon: int
+) -> tuple[str, datetime.datetime, datetime.datetime, list[Turn]]:
+    """(phrase, gold moment, the lacking agent's moment, gold tool turns before adding)."""
+    stamp = now.timestamp()
+    clock = [
+        call("get_current_timestamp"),
+        call("timestamp_to_datetime_info", timestamp=stamp),
+    ]
+    if kind == "hours":
+        hours = rng.randint(24 - now.hour, 23)
+        target = now + datetime.timedelta(hours=hours)
+        # Mental arithmetic that forgets the day rollover: same date, later hour.
+        wrong = target - datetime.timedelta(days=1)
+        return (
+            f"{hours} hours from now",
+            target,
+            wrong,
+            [*clock[:1], call("shift_timestamp", timestamp=stamp, hours=hours)],
+        )
+    hour, minute = rng.randint(6, 21), rng.choice((0, 10, 15, 30, 45))
+    if (hour, minute) == (now.hour, now.minute):
+        hour += 1
+    if kind == "in_days":
+        days = rng.randint(2, horizon)
+        phrase = f"in {days} days at {hour:02d}:{minute:02d}"
+        # Adds the days to now and keeps the current time of day.
+        wrong = now + datetime.timedelta(days=days)
+    else:
+        weekday = rng.choice([d for d in range(7) if d != now.weekday()])
+        days = (weekday - now.weekday()) % 7
+        phrase = f"this coming {WEEKDAYS[weekday]} at {hour:02d}:{minute:02d}"
+        # Numbers weekdays from Sunday = 0 while Python's weekday() starts Monday = 0.
+        wrong_days = ((weekday + 1) % 7 - now.weekday()) % 7 or 7
+        wrong = _at(now + datetime.timedelta(days=wrong_days), hour, minute)
+    target = _at(now + datetime.timedelta(days=days), hour, minute)
+    shifted = (now + datetime.timedelta(days=days)).timestamp()
+    turns = [
+        *clock,
+        call("shift_timestamp", timestamp=stamp, days=days),
+        call("timestamp_to_datetime_info", timestamp=shifted),
+        call(
+            "datetime_info_to_timestamp",
+            year=target.year,
+            month=target.month,
+            day=target.day,
+            hour=hour,
+            minute=minute,
+            second=0,
+        ),
+    ]
+    return phrase, target, wrong, turns
+
+
+def build_task(rng: random.Random, knobs: Mapping[str, int], task_id: str) -> Task:
+    """The task of one seed: world, request, gold and lacking turns, facts."""
+    """A reminder at a relative time; the agent must resolve it with the date tools."""
+    state = new_phone(rng, 3)
+    kind = KINDS[rng.randrange(knobs["expression_kinds"])]
+    if kind == "hours":
+        late = moment(state["clock"]["current_timestamp"]).replace(
+            hour=rng.randint(13, 23)
+        )
+        state["clock"]["current_timestamp"] = late.timestamp()
+    now = moment(state["clock"]["current_timestamp"])
+    phrase, target, wrong, resolve = _resolve(rng, kind, now, knobs["horizon_days"])
+    topic = rng.choice(TOPICS)
+
+    def remind(when: datetime.datetime) -> list[Turn]:
+        return [
+            call("add_reminder", content=topic, reminder_timestamp=when.timestamp()),
+            say(f"Done: I will remind you to {topic} on {spoken(when)} (UTC)."),
+        ]
+
+    return Task(
+        task_id=task_id,
+        instruction=f"Remind me to {topic} {phrase}, and tell me the date it is set for.",
+        initial_state=state,
+        gold_turns=(*resolve, *remind(target)),
+        required_facts=(f"{target:%Y-%m-%d}", f"{target:%H:%M}"),
+        lacking_turns=(call("get_current_timestamp"), *remind(wrong)),
+    )

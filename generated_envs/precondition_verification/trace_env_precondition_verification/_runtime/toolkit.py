@@ -1,0 +1,110 @@
+"""A kit's tools as one object: schemas, implementations, policy, and dispatch.
+
+Every call is checked against the tool's OpenAI schema before its
+implementation runs; implementations raise `ToolError` before they touch the
+state, so a refused call never changes it.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .schema import ToolError, check_object, check_sane, clip
+
+State = dict[str, Any]
+Implementation = Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class Toolkit:
+    """One target's interface: tool schemas as the benchmark has them, and our code."""
+
+    id: str
+    title: str
+    benchmark: str
+    system_prompt: str
+    policy: str
+    schemas: tuple[dict[str, Any], ...]
+    implementations: Mapping[str, Implementation] = field(repr=False)
+
+    @classmethod
+    def from_json(
+        cls, path: Path, implementations: Mapping[str, Implementation]
+    ) -> Toolkit:
+        """Load `kit.json` (id, title, benchmark, system_prompt, policy, tools)."""
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        kit = cls(
+            id=data["id"],
+            title=data["title"],
+            benchmark=data["benchmark"],
+            system_prompt=data["system_prompt"],
+            policy=data["policy"],
+            schemas=tuple(data["tools"]),
+            implementations=dict(implementations),
+        )
+        names = [schema["function"]["name"] for schema in kit.schemas]
+        if sorted(names) != sorted(kit.implementations):
+            raise ValueError(
+                f"kit '{kit.id}': schemas {sorted(names)} and implementations "
+                f"{sorted(kit.implementations)} differ"
+            )
+        return kit
+
+    @property
+    def tool_names(self) -> tuple[str, ...]:
+        return tuple(schema["function"]["name"] for schema in self.schemas)
+
+    def function(self, name: str) -> dict[str, Any] | None:
+        """The `function` part of a tool's schema, or None for an unknown tool."""
+        for schema in self.schemas:
+            if schema["function"]["name"] == name:
+                return schema["function"]
+        return None
+
+    def call(self, state: State, name: Any, arguments: Any) -> Any:
+        """Check a call against its schema, run it on `state`, return the raw result.
+
+        `arguments` is the call's JSON string (as in an OpenAI tool call) or a
+        dict. Raises `ToolError` for an unknown tool, bad arguments or a refusal.
+        """
+        function = self.function(name) if isinstance(name, str) else None
+        if function is None:
+            raise ToolError(
+                f"unknown tool '{clip(name)}'; available: {', '.join(self.tool_names)}"
+            )
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments) if arguments.strip() else {}
+            except json.JSONDecodeError as exc:
+                raise ToolError(f"arguments are not valid JSON: {exc.msg}") from None
+            except RecursionError:
+                raise ToolError("arguments are nested too deeply") from None
+        if not isinstance(arguments, dict):
+            raise ToolError("arguments must be a JSON object")
+        check_sane(arguments)
+        check_object(arguments, function["parameters"], "")
+        return self.implementations[name](state, **arguments)
+
+    def execute(self, state: State, name: Any, arguments: Any) -> str:
+        """Run one call; return the tool message content (text as is, else JSON)."""
+        result = self.call(state, name, arguments)
+        return (
+            result if isinstance(result, str) else json.dumps(result, ensure_ascii=True)
+        )
+
+    def run(self, state: State, tool: str, /, **arguments: Any) -> Any:
+        """Run a tool on `state` while building a task; return a copy of its result."""
+        return copy.deepcopy(self.call(state, tool, arguments))
+
+    def fails(self, state: State, tool: str, /, **arguments: Any) -> bool:
+        """True when the tool refuses the call (used to check a built task)."""
+        try:
+            self.execute(copy.deepcopy(state), tool, arguments)
+        except ToolError:
+            return True
+        return False
