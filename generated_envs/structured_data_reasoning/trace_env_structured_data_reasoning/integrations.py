@@ -1,8 +1,8 @@
-"""TRL, verifiers and OpenEnv entry points of the `structured_data_reasoning` environment.
+"""TRL entry points of the `structured_data_reasoning` environment.
 
-Each binds this package's environment to the bridge in `_runtime/integrations.py`,
-which imports its library only when called (extras: `trl`, `verifiers`,
-`openenv`), so importing this module needs gymnasium only.
+They bind this package's environment to the bridge in `_runtime/integrations.py`,
+which imports TRL's libraries only when called (extra `trl`), so importing this
+module needs gymnasium only.
 """
 
 from typing import Any
@@ -21,16 +21,8 @@ def trl_dataset(size: int, first_seed: int = 0) -> Any:
     return bridge.trl_dataset(StructuredDataReasoningEnv, size, first_seed)
 
 
-def trl_reward(environments: list[Any], **_: Any) -> list[float]:
-    """The TRL reward function: each environment's verifier reward."""
-    return bridge.trl_reward(environments)
-
-
-def load_environment(**kwargs: Any) -> Any:
-    """The verifiers environment (what `vf-eval` and prime-rl load)."""
-    return bridge.verifiers_environment(StructuredDataReasoningEnv, **kwargs)
-
-
-def openenv_app() -> Any:
-    """The OpenEnv FastAPI app serving this environment."""
-    return bridge.openenv_app(StructuredDataReasoningEnv)
+def trl_reward(
+    environments: list[Any], completions: list[Any], **_: Any
+) -> list[float]:
+    """The TRL reward function: the verifier's reward after each final answer."""
+    return bridge.trl_reward(environments, completions)
