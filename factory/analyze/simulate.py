@@ -193,7 +193,9 @@ def simulate(
             },
             "environment_info": {
                 "domain_name": "+".join(sorted({s["target"] for _, s in packages})),
-                "policy": "\n\n".join(sorted({m.FAMILY.toolkit.policy for m, _ in packages})),
+                "policy": "\n\n".join(
+                    sorted({m.FAMILY.toolkit.policy for m, _ in packages})
+                ),
             },
             "seed": seed,
         },
