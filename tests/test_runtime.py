@@ -1,0 +1,155 @@
+"""The runtime, kits and archetypes, imported directly from the factory."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from factory.archetypes import archetypes, supported_pairs
+from factory.generate.runtime_copy import runtime_files
+from factory.kits import kits
+from factory.runtime import Knob, TaskEnv, TaskFamily, ToolError
+from factory.runtime.actions import parse_action
+from factory.runtime.properties import PROPERTIES
+from factory.runtime.schema import check_sane
+from factory.runtime.task import resolve_knobs
+from factory.runtime.verifier import state_hash
+from tests.conftest import ROOT
+
+TOOLS = ("get_user_details", "cancel_reservation")
+
+
+def family(archetype: str, kit: str) -> TaskFamily:
+    spec = {
+        "name": f"t_{archetype}",
+        "archetype": archetype,
+        "generation": {"max_turns": 30, "difficulty": {}, "reward_mode": "binary"},
+    }
+    return TaskFamily.from_module(archetypes()[archetype].task_module(kit), spec)
+
+
+@pytest.mark.parametrize(
+    ("action", "expected"),
+    [
+        ("Hello there", {"role": "assistant", "content": "Hello there"}),
+        (
+            '{"name": "get_user_details", "arguments": {"user_id": "u1"}}',
+            "get_user_details",
+        ),
+        ('get_user_details(user_id="u1")', "get_user_details"),
+        ("not_a_tool(x=1)", {"role": "assistant", "content": "not_a_tool(x=1)"}),
+    ],
+)
+def test_actions_in_every_accepted_form(action: str, expected: object) -> None:
+    message, problem = parse_action(action, 1, TOOLS)
+    assert problem == "" and message is not None
+    if isinstance(expected, str):
+        call = message["tool_calls"][0]["function"]
+        assert call["name"] == expected and json.loads(call["arguments"]) == {
+            "user_id": "u1"
+        }
+    else:
+        assert message == expected
+
+
+@pytest.mark.parametrize(
+    "action",
+    [
+        "{" * 5000,
+        '{"content": ' + "[" * 3000 + "]" * 3000 + "}",
+        '{"tool_calls": [{"function": {"name": "x", "arguments": '
+        + "[" * 40
+        + "]" * 40
+        + "}}]}",
+        "get_user_details(1)",
+        "get_user_details(user_id=__import__('os'))",
+        "x" * 30_000,
+        7,
+    ],
+)
+def test_hostile_actions_give_a_reason_not_an_exception(action: object) -> None:
+    message, problem = parse_action(action, 1, TOOLS)
+    assert message is None and problem
+
+
+def test_argument_sanity_depth_unicode_and_length() -> None:
+    check_sane({"a": [{"b": "ok"}]})
+    deep: list[object] = [1]
+    for _ in range(40):
+        deep = [deep]
+    for bad in ({"a": "x\ud800"}, {"a": "y" * 20_001}, {"a": deep}):
+        with pytest.raises(ToolError):
+            check_sane(bad)
+
+
+def test_knobs_resolve_and_refuse_bad_values() -> None:
+    knobs = (Knob("n", 2, 1, 3, "how many"),)
+    assert resolve_knobs(knobs, {"n": 3}) == {"n": 3}
+    for bad in ({"n": 4}, {"n": True}, {"m": 1}, {"n": "2"}):
+        with pytest.raises(ValueError):
+            resolve_knobs(knobs, bad)
+
+
+def test_state_hash_ignores_key_order() -> None:
+    assert state_hash({"a": 1, "b": [1, {"c": 2, "d": 3}]}) == state_hash(
+        {"b": [1, {"d": 3, "c": 2}], "a": 1}
+    )
+
+
+@pytest.mark.parametrize("kit", sorted(kits()))
+def test_kits_schemas_match_their_implementations(kit: str) -> None:
+    toolkit = kits()[kit]
+    assert set(toolkit.tool_names) == set(toolkit.implementations)
+    with pytest.raises(ToolError, match="unknown tool"):
+        toolkit.call({}, "x" * 10_000, {})
+    with pytest.raises(ToolError):
+        toolkit.call({}, toolkit.tool_names[0], "[1, 2]")
+
+
+def test_every_archetype_lives_in_one_folder_with_its_detector() -> None:
+    assert len(archetypes()) == 6
+    for archetype in archetypes().values():
+        assert callable(archetype.detector) and archetype.kits
+        for kit in archetype.kits:
+            module = archetype.task_module(kit)
+            assert module.TOOLKIT is kits()[kit]
+            assert {k.name for k in module.KNOBS} == set(
+                family(archetype.id, kit).difficulty
+            )
+            lines = archetype.task_source(kit).read_text(encoding="utf-8").count("\n")
+            assert lines <= 250, f"{archetype.id}/{kit}.py has {lines} lines"
+
+
+@pytest.mark.parametrize(("archetype", "kit"), supported_pairs())
+def test_task_modules_are_deterministic_and_pass_the_suite(
+    archetype: str, kit: str
+) -> None:
+    tasks = family(archetype, kit)
+    first = tasks.build_task(random.Random(1), tasks.difficulty, "t")
+    assert first == tasks.build_task(random.Random(1), tasks.difficulty, "t")
+    env_class = type("Env", (TaskEnv,), {"family": tasks})
+    for prop in PROPERTIES[:5]:
+        prop(env_class)
+
+
+def test_runtime_copies_are_identical_across_packages_of_a_kit() -> None:
+    by_kit: dict[str, set[str]] = {}
+    for package in sorted((ROOT / "generated_envs").glob("*/trace_env_*/_runtime")):
+        stamp = json.loads((package / "stamp.json").read_text())
+        files = {
+            p.relative_to(package).as_posix(): p.read_text()
+            for p in sorted(package.rglob("*"))
+            if p.is_file() and "__pycache__" not in p.parts
+        }
+        assert files == {k: v for k, v in runtime_files(stamp["kit"]).items()}
+        by_kit.setdefault(stamp["kit"], set()).add(stamp["sha256"])
+    assert by_kit and all(len(hashes) == 1 for hashes in by_kit.values())
+
+
+def test_packages_import_nothing_from_this_repository() -> None:
+    for path in (ROOT / "generated_envs").glob("*/trace_env_*/**/*.py"):
+        text = path.read_text(encoding="utf-8")
+        for name in ("factory", "trainer", "router"):
+            assert f"import {name}" not in text and f"from {name}" not in text, path
