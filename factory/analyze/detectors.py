@@ -6,11 +6,10 @@ reads what a trajectory shows, returning NA, PRESENT or LACKING with evidence.
 
 from __future__ import annotations
 
-from factory.analyze.labels import Capability, Judgement, Label
+from factory.analyze.evidence import NA
+from factory.analyze.labels import Capability, Judgement
 from factory.analyze.records import Trajectory
 from factory.archetypes import archetypes
-
-NA = Judgement(Label.NA)
 
 
 def builtin_dictionary() -> list[Capability]:

@@ -16,6 +16,7 @@ from typing import Any
 
 from factory.analyze.labels import Judgement, Label
 from factory.analyze.records import ExpectedAction, Step, Trajectory, is_write_tool
+from factory.runtime.verifier import normalize_text
 
 NA = Judgement(Label.NA)
 SETTING_ERROR = re.compile(
@@ -108,7 +109,8 @@ def told_user(trajectory: Trajectory) -> str:
 
 
 def normal(text: str) -> str:
-    return re.sub(r"\s+", " ", text.lower().replace(",", "")).strip()
+    """Text as the verifier compares facts (lower case, no commas, one space)."""
+    return normalize_text(text)
 
 
 def actions_right(trajectory: Trajectory) -> bool:

@@ -98,14 +98,16 @@ def _environment() -> jinja2.Environment:
     )
 
 
-def _task_docstring(spec: CapabilitySpec, archetype: Archetype, kit: Toolkit) -> str:
+def _task_docstring(
+    spec: CapabilitySpec, archetype: Archetype, kit: Toolkit, summary: str
+) -> str:
     """What `task.py` trains and how its reward is computed, in plain words."""
     paragraphs = [
         f"{spec.title}: the `{spec.name}` capability, on the {kit.title} tools.",
         spec.description,
         f"Each seed builds one task ({archetype.title.lower()} family): "
-        + archetype.task_summary(kit.id)[0].lower()
-        + archetype.task_summary(kit.id)[1:],
+        + summary[0].lower()
+        + summary[1:],
         "Reward (`_runtime/verifier.py`): the gold final state is the initial state "
         "with the gold tool calls replayed; reward mode "
         f"`{spec.generation.reward_mode}` pays "
@@ -123,6 +125,7 @@ def render_package(spec: CapabilitySpec) -> dict[str, str]:
     archetype, kit = resolve_target(spec)
     names = PackageNames(spec.name)
     knobs = archetype.knobs(kit.id)
+    summary = archetype.task_summary(kit.id)
     context: dict[str, Any] = {
         "name": spec.name,
         "title": spec.title,
@@ -132,7 +135,7 @@ def render_package(spec: CapabilitySpec) -> dict[str, str]:
         "distribution": names.distribution,
         "env_id": names.env_id,
         "archetype": archetype,
-        "task_summary": archetype.task_summary(kit.id),
+        "task_summary": summary,
         "kit": kit,
         "knobs": knobs,
         "difficulty": resolve_difficulty(spec, knobs),
@@ -151,7 +154,7 @@ def render_package(spec: CapabilitySpec) -> dict[str, str]:
     files = {path: env.get_template(t).render(context) for path, t in layout.items()}
     source = archetype.task_source(kit.id).read_text(encoding="utf-8")
     files[f"{names.package}/task.py"] = package_task_source(
-        source, _task_docstring(spec, archetype, kit)
+        source, _task_docstring(spec, archetype, kit, summary)
     )
     files = format_python(files)
     files["capability.json"] = spec.to_json()

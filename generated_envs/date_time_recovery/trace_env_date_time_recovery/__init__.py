@@ -3,7 +3,7 @@
 Importing the package registers the gymnasium id `trace/DateTimeRecovery-v0` (with
 `max_episode_steps`). The capability is in `task.py`; `_runtime/` holds the
 environment, verifier and property suite shared by every TRACE package, and
-`integrations.py` the TRL, verifiers and OpenEnv entry points.
+`integrations.py` the TRL entry points.
 """
 
 from gymnasium.envs.registration import register, registry

@@ -38,7 +38,7 @@ def _call_syntax(text: str, turn: int) -> tuple[Message | None, str]:
     try:
         node = ast.parse(text.strip(), mode="eval").body
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None, "the tool call is not valid call syntax: use tool(arg=value, ...)"
+        node = None
     if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name):
         return None, "the tool call is not valid call syntax: use tool(arg=value, ...)"
     if node.args or any(keyword.arg is None for keyword in node.keywords):
