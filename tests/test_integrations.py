@@ -44,7 +44,9 @@ def test_every_kit_tool_is_a_method_with_the_schemas_parameters() -> None:
 def play(which: str, seed: int) -> float:
     """Play the scripted policy through the TRL methods, then score the final answer."""
     environment = integrations.trl_environment_factory()()
-    rows = integrations.bridge.trl_rows(package.PreconditionVerificationEnv, 1, seed)
+    rows = integrations.trl_bridge.trl_rows(
+        package.PreconditionVerificationEnv, 1, seed
+    )
     environment.reset(prompt=rows["prompt"][0], seed=seed)
     task = environment.env.task
     turns = task.gold_turns if which == "gold" else task.lacking_turns
@@ -65,7 +67,7 @@ def test_gold_earns_the_verifier_reward_and_lacking_does_not(seed: int) -> None:
 
 
 def test_the_dataset_rows_open_the_task() -> None:
-    rows = integrations.bridge.trl_rows(package.PreconditionVerificationEnv, 3, 10)
+    rows = integrations.trl_bridge.trl_rows(package.PreconditionVerificationEnv, 3, 10)
     assert rows["seed"] == [10, 11, 12]
     assert [m["role"] for m in rows["prompt"][0]] == ["system", "user"]
     assert rows["prompt"][0] != rows["prompt"][1]

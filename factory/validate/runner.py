@@ -1,19 +1,16 @@
 """`factory validate`: static checks, the package's own tests, check_env, calibration.
 
-The package's tests and the calibration probe run in subprocesses with a time
-limit, with the package directory on PYTHONPATH, so nothing needs installing and
-nothing is cached between a temporary build and its final place.
+The package's tests and the calibration probe run confined (`sandbox.py`) on a
+private copy of the package with a time limit, so nothing needs installing,
+nothing is cached between a temporary build and its final place, and whatever
+the package's code tries outside its contract is refused and reported.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -24,6 +21,7 @@ from factory.errors import FactoryError
 from factory.generate.render import PackageNames
 from factory.spec import load_spec
 from factory.validate import probe
+from factory.validate.sandbox import SandboxRun, run_sandboxed
 from factory.validate.static_checks import check_package
 
 
@@ -41,6 +39,8 @@ class ValidationReport:
     tests_summary: str = ""
     tests_output: str = ""
     calibration: dict[str, Any] = field(default_factory=dict)
+    blocked: list[dict[str, str]] = field(default_factory=list)
+    confinement: tuple[str, ...] = ()
     seconds: float = 0.0
 
     def _episodes(self, which: str) -> list[dict[str, Any]]:
@@ -57,6 +57,10 @@ class ValidationReport:
     def problems(self) -> list[str]:
         """Why the package fails validation (empty when it passes)."""
         found = list(self.static_problems)
+        found += [
+            f"its code tried to {b['what']} ({b['event']}: {b['detail']}); the sandbox refused"
+            for b in self.blocked
+        ]
         if not self.tests_passed:
             found.append(f"its property tests failed: {self.tests_summary}")
         if self.calibration.get("check_env") != "ok":
@@ -101,6 +105,7 @@ class ValidationReport:
                 + ", ".join(f"{r}: {n}" for r, n in sorted(rewards.items()))
                 + f" ({self.calibration[which]['seconds']:.2f}s)"
             )
+        lines.append(f"  sandbox            {', '.join(self.confinement)}")
         lines.append(f"  time               {self.seconds:.1f}s")
         lines.append(
             "  result             " + ("PASS" if not self.problems else "FAIL")
@@ -109,31 +114,16 @@ class ValidationReport:
         return "\n".join(lines)
 
 
-def _run(
-    command: list[str], cwd: Path, timeout: float
-) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(cwd), os.environ.get("PYTHONPATH", "")]),
-        "PYTHONDONTWRITEBYTECODE": "1",
-    }
-    with tempfile.TemporaryDirectory(prefix="trace-validate-") as scratch:
-        env["HYPOTHESIS_STORAGE_DIRECTORY"] = scratch
-        try:
-            return subprocess.run(
-                command,
-                cwd=cwd,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            raise ValidationFailed(
-                f"`{' '.join(command[-3:])}` did not finish within {timeout:.0f}s; "
-                "raise --timeout or lower the package's difficulty"
-            ) from None
+def _run(target: list[str], package_dir: Path, timeout: float) -> SandboxRun:
+    run = run_sandboxed(
+        target, package_dir, timeout, extra_files=(Path(probe.__file__),)
+    )
+    if run.timed_out:
+        raise ValidationFailed(
+            f"`{' '.join(target[-3:])}` did not finish within {timeout:.0f}s; "
+            "raise --timeout or lower the package's difficulty"
+        )
+    return run
 
 
 def validate_package(
@@ -153,9 +143,7 @@ def validate_package(
     report = ValidationReport(package_dir)
     report.static_problems = check_package(package_dir, names.package, names.camel)
     tests = _run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
-        package_dir,
-        timeout,
+        ["-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"], package_dir, timeout
     )
     report.tests_passed = tests.returncode == 0
     tail = [line for line in tests.stdout.strip().splitlines() if line.strip()]
@@ -165,8 +153,7 @@ def validate_package(
     report.tests_output = tests.stdout[-5000:] + tests.stderr[-2000:]
     calibration = _run(
         [
-            sys.executable,
-            probe.__file__,
+            Path(probe.__file__).name,
             names.package,
             "--seeds",
             str(seeds or spec.generation.validation_seeds),
@@ -180,5 +167,9 @@ def validate_package(
         report.calibration = {
             "check_env": f"the calibration probe crashed: {calibration.stderr[-2000:]}"
         }
+    report.blocked = tests.blocked + [
+        b for b in calibration.blocked if b not in tests.blocked
+    ]
+    report.confinement = tests.confinement
     report.seconds = time.perf_counter() - started
     return report
