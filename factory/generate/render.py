@@ -3,7 +3,8 @@
 Rendering is pure and deterministic: the same spec gives byte-identical files.
 The capability is the archetype's task module, copied as `task.py`; the runtime
 and the kit are copied verbatim into `_runtime/`; jinja2 renders only the
-metadata files (pyproject, README, `__init__`, integrations, the test stub).
+metadata files (pyproject, README, `__init__`, the integration modules, the
+test stub).
 """
 
 from __future__ import annotations
@@ -149,6 +150,7 @@ def render_package(spec: CapabilitySpec) -> dict[str, str]:
         "README.md": "package/README.md.j2",
         f"{names.package}/__init__.py": "package/__init__.py.j2",
         f"{names.package}/integrations.py": "package/integrations.py.j2",
+        f"{names.package}/verifiers_env.py": "package/verifiers_env.py.j2",
         f"tests/test_{spec.name}_properties.py": "package/tests/test_properties.py.j2",
     }
     files = {path: env.get_template(t).render(context) for path, t in layout.items()}

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import libcst as cst
+import libcst.matchers as m
 
 from factory.generate.runtime_copy import STAMP, content_hash
 from factory.ruff_runner import run_ruff
@@ -31,6 +32,7 @@ REQUIRED: dict[str, dict[str, tuple[str, ...] | None]] = {
         "build_task": ("rng", "knobs", "task_id"),
     },
     "integrations.py": {},
+    "verifiers_env.py": {},
 }
 ALLOWED_THIRD_PARTY = {"gymnasium"}
 TEST_THIRD_PARTY = {"gymnasium", "hypothesis", "pytest"}
@@ -53,10 +55,32 @@ def _is_docstring(statement: cst.BaseStatement) -> bool:
     )
 
 
+def _is_main_guard(statement: cst.BaseStatement) -> bool:
+    """`if __name__ == "__main__":` (runs only when executed, never on import)."""
+    return m.matches(
+        statement,
+        m.If(
+            test=m.Comparison(
+                left=m.Name("__name__"),
+                comparisons=[
+                    m.ComparisonTarget(
+                        operator=m.Equal(),
+                        comparator=m.SimpleString('"__main__"')
+                        | m.SimpleString("'__main__'"),
+                    )
+                ],
+            ),
+            orelse=None,
+        ),
+    )
+
+
 def _top_level_problems(module: cst.Module, filename: str) -> Iterable[str]:
     """Top-level code may import, assign, define; `__init__` may also call register_env()."""
     for index, statement in enumerate(module.body):
         if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+            continue
+        if _is_main_guard(statement):
             continue
         if index == 0 and _is_docstring(statement):
             continue

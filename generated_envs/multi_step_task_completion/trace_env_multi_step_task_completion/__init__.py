@@ -2,9 +2,12 @@
 
 Importing the package registers the gymnasium id `trace/MultiStepTaskCompletion-v0` (with
 `max_episode_steps`). The capability is in `task.py`; `_runtime/` holds the
-environment, verifier and property suite shared by every TRACE package, and
-`integrations.py` the TRL entry points.
+environment, verifier and property suite shared by every TRACE package;
+`integrations.py` holds the TRL and OpenEnv entry points and `verifiers_env.py`
+the verifiers taskset (`vf-validate trace_env_multi_step_task_completion --runtime.type subprocess`).
 """
+
+from typing import Any
 
 from gymnasium.envs.registration import register, registry
 
@@ -34,11 +37,22 @@ def register_env() -> None:
 
 register_env()
 
+
+def __getattr__(name: str) -> Any:
+    """Load `MultiStepTaskCompletionTaskset` (verifiers) on first use only, so gymnasium users never import verifiers."""
+    if name == "MultiStepTaskCompletionTaskset":
+        from .verifiers_env import MultiStepTaskCompletionTaskset
+
+        return MultiStepTaskCompletionTaskset
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "CAPABILITY",
     "ENV_ID",
     "FAMILY",
     "MultiStepTaskCompletionEnv",
+    "MultiStepTaskCompletionTaskset",
     "register_env",
     "run_episode",
 ]

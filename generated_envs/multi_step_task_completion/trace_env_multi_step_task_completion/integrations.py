@@ -1,28 +1,33 @@
-"""TRL entry points of the `multi_step_task_completion` environment.
+"""Entry points of the `multi_step_task_completion` environment for TRL and OpenEnv.
 
-They bind this package's environment to the bridge in `_runtime/integrations.py`,
-which imports TRL's libraries only when called (extra `trl`), so importing this
-module needs gymnasium only.
+Each binds this package's environment to a bridge in `_runtime/`
+(`trl_bridge.py`, `openenv_bridge.py`), which imports its library only when
+called (extras `trl`, `openenv`), so importing this module needs gymnasium only.
 """
 
 from typing import Any
 
 from . import MultiStepTaskCompletionEnv
-from ._runtime import integrations as bridge
+from ._runtime import openenv_bridge, trl_bridge
 
 
-def trl_environment_factory() -> type[bridge.TRLEnvironment]:
+def trl_environment_factory() -> type[trl_bridge.TRLEnvironment]:
     """The class to pass as `GRPOTrainer(environment_factory=...)`."""
-    return bridge.trl_environment_class(MultiStepTaskCompletionEnv)
+    return trl_bridge.trl_environment_class(MultiStepTaskCompletionEnv)
 
 
 def trl_dataset(size: int, first_seed: int = 0) -> Any:
     """A `datasets.Dataset` of `{prompt, seed}` rows, one per task seed."""
-    return bridge.trl_dataset(MultiStepTaskCompletionEnv, size, first_seed)
+    return trl_bridge.trl_dataset(MultiStepTaskCompletionEnv, size, first_seed)
 
 
 def trl_reward(
     environments: list[Any], completions: list[Any], **_: Any
 ) -> list[float]:
     """The TRL reward function: the verifier's reward after each final answer."""
-    return bridge.trl_reward(environments, completions)
+    return trl_bridge.trl_reward(environments, completions)
+
+
+def openenv_app(max_sessions: int = 8) -> Any:
+    """The OpenEnv server app: `uvicorn trace_env_multi_step_task_completion.integrations:openenv_app --factory`."""
+    return openenv_bridge.openenv_app(MultiStepTaskCompletionEnv, max_sessions)

@@ -2,9 +2,12 @@
 
 Importing the package registers the gymnasium id `trace/ToolCallingPrecision-v0` (with
 `max_episode_steps`). The capability is in `task.py`; `_runtime/` holds the
-environment, verifier and property suite shared by every TRACE package, and
-`integrations.py` the TRL entry points.
+environment, verifier and property suite shared by every TRACE package;
+`integrations.py` holds the TRL and OpenEnv entry points and `verifiers_env.py`
+the verifiers taskset (`vf-validate trace_env_tool_calling_precision --runtime.type subprocess`).
 """
+
+from typing import Any
 
 from gymnasium.envs.registration import register, registry
 
@@ -34,11 +37,22 @@ def register_env() -> None:
 
 register_env()
 
+
+def __getattr__(name: str) -> Any:
+    """Load `ToolCallingPrecisionTaskset` (verifiers) on first use only, so gymnasium users never import verifiers."""
+    if name == "ToolCallingPrecisionTaskset":
+        from .verifiers_env import ToolCallingPrecisionTaskset
+
+        return ToolCallingPrecisionTaskset
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "CAPABILITY",
     "ENV_ID",
     "FAMILY",
     "ToolCallingPrecisionEnv",
+    "ToolCallingPrecisionTaskset",
     "register_env",
     "run_episode",
 ]

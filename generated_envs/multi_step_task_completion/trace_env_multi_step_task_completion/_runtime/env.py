@@ -22,7 +22,7 @@ from .actions import MAX_ACTION_CHARS, parse_action
 from .family import TaskFamily
 from .schema import ToolError, clip
 from .task import Task
-from .toolkit import State
+from .toolkit import State, Toolkit
 from .verifier import REWARD_MODES, verify
 
 MAX_OBSERVATION_CHARS = 1_000_000
@@ -44,6 +44,26 @@ def _error_message(call_id: str, name: str, problem: str) -> dict[str, Any]:
     return _tool_message(
         clip(call_id, 64), clip(name, 64), clip(f"Error: {problem}", MAX_ERROR_CHARS)
     )
+
+
+def run_call(
+    toolkit: Toolkit, state: State, call: Mapping[str, Any]
+) -> tuple[dict[str, Any], State, bool]:
+    """Run one OpenAI tool call on `state`: (tool message, state after, succeeded).
+
+    A refused or crashing call leaves the state exactly as it was.
+    """
+    name = call["function"]["name"]
+    before = copy.deepcopy(state)
+    try:
+        content = toolkit.execute(state, name, call["function"]["arguments"])
+    except ToolError as exc:
+        return _error_message(call["id"], name, str(exc)), before, False
+    except Exception as exc:  # noqa: BLE001 - a tool bug must not end training
+        # The property suite calls tools directly, so such bugs still fail tests.
+        problem = f"the tool failed ({type(exc).__name__}); try again"
+        return _error_message(call["id"], name, problem), before, False
+    return _tool_message(call["id"], name, clip(content, MAX_TOOL_CHARS)), state, True
 
 
 class TaskEnv(gymnasium.Env[str, str]):
@@ -178,31 +198,17 @@ class TaskEnv(gymnasium.Env[str, str]):
         """Run the message's tool calls, or let the scripted user answer its text."""
         calls = message.get("tool_calls", [])
         if calls:
-            return [self._run_call(call) for call in calls]
+            replies = []
+            for call in calls:
+                reply, self._state, _ = run_call(self.toolkit, self._state, call)
+                replies.append(reply)
+            return replies
         if self._replies_used < len(task.user_replies):
             self._replies_used += 1
             return [
                 {"role": "user", "content": task.user_replies[self._replies_used - 1]}
             ]
         return [{"role": "user", "content": STOP_MESSAGE}]
-
-    def _run_call(self, call: dict[str, Any]) -> dict[str, Any]:
-        name = call["function"]["name"]
-        before = copy.deepcopy(self._state)
-        try:
-            content = self.toolkit.execute(
-                self._state, name, call["function"]["arguments"]
-            )
-        except ToolError as exc:
-            self._state = before  # a refusal never changes the state
-            return _error_message(call["id"], name, str(exc))
-        except Exception as exc:  # noqa: BLE001 - a tool bug must not end training
-            # The property suite calls tools directly, so such bugs still fail tests.
-            self._state = before
-            return _error_message(
-                call["id"], name, f"the tool failed ({type(exc).__name__}); try again"
-            )
-        return _tool_message(call["id"], name, clip(content, MAX_TOOL_CHARS))
 
     def _info(self) -> dict[str, Any]:
         return {
