@@ -18,6 +18,8 @@ from typing import Any
 import libcst as cst
 import libcst.matchers as m
 
+from factory.validate.static_checks import contract_problems
+
 # Standard-library modules with no file, process, network or interpreter access.
 ALLOWED_STDLIB = frozenset(
     {
@@ -239,39 +241,6 @@ def _class_problems(module: cst.Module, cls: cst.ClassDef) -> Iterable[str]:
             yield f"class body runs code: `{_line(module, statement)}`"
 
 
-def _contract_problems(
-    module: cst.Module, contract: Mapping[str, tuple[str, ...] | None]
-) -> Iterable[str]:
-    defined: dict[str, cst.CSTNode] = {}
-    for statement in module.body:
-        if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
-            defined[statement.name.value] = statement
-        elif isinstance(statement, cst.SimpleStatementLine):
-            for small in statement.body:
-                targets = (
-                    [t.target for t in small.targets]
-                    if isinstance(small, cst.Assign)
-                    else [small.target]
-                    if isinstance(small, cst.AnnAssign)
-                    else []
-                )
-                for target in targets:
-                    if isinstance(target, cst.Name):
-                        defined[target.value] = small
-    for name, parameters in contract.items():
-        node = defined.get(name)
-        if node is None:
-            yield f"does not define `{name}`"
-        elif parameters is not None:
-            if not isinstance(node, cst.FunctionDef):
-                yield f"`{name}` must be a function"
-                continue
-            every = [*node.params.posonly_params, *node.params.params]
-            found = tuple(p.name.value for p in every)
-            if found != parameters:
-                yield f"`{name}` must take ({', '.join(parameters)}), takes ({', '.join(found)})"
-
-
 def _tool_call_problems(
     module: cst.Module, tools: Mapping[str, set[str]]
 ) -> Iterable[str]:
@@ -314,7 +283,7 @@ def check_task_module(
         *_import_problems(module),
         *_dangerous(module),
         *_side_effects(module),
-        *_contract_problems(module, TASK_MODULE_CONTRACT),
+        *contract_problems(module, TASK_MODULE_CONTRACT),
         *_tool_call_problems(module, tools),
     ]
     if not (

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import libcst as cst
@@ -172,7 +172,16 @@ def check_module(
         problems.append("has no module docstring")
     problems += list(_top_level_problems(module, filename))
     problems += list(_import_problems(module, package, allowed))
+    problems += contract_problems(module, required)
+    return problems
+
+
+def contract_problems(
+    module: cst.Module, required: Mapping[str, tuple[str, ...] | None]
+) -> list[str]:
+    """Names the module must define at top level, functions with these parameters."""
     defined = _definitions(module)
+    problems = []
     for name, parameters in required.items():
         node = defined.get(name)
         if node is None:

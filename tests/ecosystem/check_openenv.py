@@ -18,6 +18,7 @@ from pathlib import Path
 
 import uvicorn
 from openenv.core.generic_client import GenericEnvClient
+from package_under_test import load
 
 SEEDS = range(4)
 
@@ -62,11 +63,7 @@ def _play(url: str, package: object, which: str, seed: int) -> tuple[float, bool
 
 
 def main() -> None:
-    package_dir = Path(sys.argv[1]).resolve()
-    sys.path.insert(0, str(package_dir))
-    name = next(p.name for p in package_dir.glob("trace_env_*") if p.is_dir())
-    package = importlib.import_module(name)
-    integrations = importlib.import_module(f"{name}.integrations")
+    _, package, integrations = load(sys.argv[1], "integrations")
     port = _free_port()
     server = _serve(integrations.openenv_app(), port)
     url = f"http://127.0.0.1:{port}"

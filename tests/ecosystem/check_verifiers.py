@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 
 import verifiers.v1 as vf
+from package_under_test import load
 
 TASKS = 6
 
@@ -101,12 +102,8 @@ async def _tools(package: object, verifiers_env: object) -> list[str]:
 
 
 def main() -> None:
-    package_dir = Path(sys.argv[1]).resolve()
-    sys.path.insert(0, str(package_dir))
-    name = next(p.name for p in package_dir.glob("trace_env_*") if p.is_dir())
-    package = importlib.import_module(name)
-    verifiers_env = importlib.import_module(f"{name}.verifiers_env")
-    failures = _vf_validate(package_dir, name) + asyncio.run(
+    package_dir, package, verifiers_env = load(sys.argv[1], "verifiers_env")
+    failures = _vf_validate(package_dir, package.__name__) + asyncio.run(
         _tools(package, verifiers_env)
     )
     print("\n".join(failures) or "verifiers checks passed")
