@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from factory.archetypes import archetypes
 from factory.errors import FactoryError
-from factory.generate.build import generate
+from factory.generate.build import Codegen, generate
 from factory.kits import kits as load_kits
 from factory.spec import json_schema
 from factory.validate.runner import ValidationFailed, validate_package
@@ -52,6 +55,12 @@ def _generate(arguments: argparse.Namespace) -> int:
         force=arguments.force,
         validate=not arguments.no_validate,
         seeds=arguments.seeds,
+        codegen=Codegen(
+            arguments.backend,
+            arguments.model,
+            arguments.attempts,
+            arguments.request_timeout,
+        ),
     )
     if report is not None:
         print(report.summary())
@@ -117,15 +126,26 @@ def _analyze(arguments: argparse.Namespace) -> int:
     return 0
 
 
-def _seed_count(text: str) -> int:
-    """argparse type: a seed count in [1, 10000]."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if not 1 <= value <= 10_000:
-        raise argparse.ArgumentTypeError(f"must be in [1, 10000], got {value}")
-    return value
+def _bounded(kind: type, low: float, high: float) -> Callable[[str], Any]:
+    """argparse type: a finite `kind` in [low, high]."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"not {'an integer' if kind is int else 'a number'}: {text!r}"
+            ) from None
+        if not (math.isfinite(value) and low <= value <= high):
+            raise argparse.ArgumentTypeError(
+                f"must be in [{low:g}, {high:g}], got {text}"
+            )
+        return value
+
+    return parse
+
+
+_seed_count = _bounded(int, 1, 10_000)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -158,6 +178,30 @@ def build_parser() -> argparse.ArgumentParser:
     )
     gen.add_argument(
         "--no-validate", action="store_true", help="skip validation (not recommended)"
+    )
+    gen.add_argument(
+        "--backend",
+        choices=("auto", "template", "llm"),
+        default="auto",
+        help="who writes the task module: a built-in archetype (template), a model "
+        "(llm), or template when the spec names a built-in pair (auto; default)",
+    )
+    gen.add_argument(
+        "--model",
+        default=None,
+        help="LLM backend: the model at OPENAI_BASE_URL (OPENAI_API_KEY: any value for a local server)",
+    )
+    gen.add_argument(
+        "--attempts",
+        type=_bounded(int, 1, 20),
+        default=4,
+        help="LLM backend: attempts before giving up (default: 4)",
+    )
+    gen.add_argument(
+        "--request-timeout",
+        type=_bounded(float, 1, 3600),
+        default=600.0,
+        help="LLM backend: seconds to wait for one answer (default: 600)",
     )
     gen.set_defaults(run=_generate)
     ana = commands.add_parser(

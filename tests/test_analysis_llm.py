@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
 
 import pytest
 
 from factory.analyze.simulate import simulate
 from factory.cli import main
 from tests.conftest import ROOT
+from tests.scripted_endpoint import scripted_endpoint
 
 PACKAGES = [
     ROOT / "generated_envs" / n
@@ -34,75 +34,42 @@ DISCOVERY = {
 }
 
 
-class ScriptedModel(BaseHTTPRequestHandler):
-    """An OpenAI-compatible /chat/completions with scripted answers."""
+def _answer(state: dict[str, int]):
+    """Discovery (malformed once, then fenced JSON) and per-run labels."""
 
-    requests: list[dict] = []
-    malformed_left = 1
-
-    def do_POST(self) -> None:  # noqa: N802 - http.server API
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        type(self).requests.append(body)
+    def answer(body: dict) -> str:
         system, user = body["messages"][0]["content"], body["messages"][1]["content"]
         if "list the capabilities" in system:
-            if type(self).malformed_left:
-                type(self).malformed_left -= 1
-                content = "Sure! Here they are: {capabilities: [oops"
-            else:
-                content = "```json\n" + json.dumps(DISCOVERY) + "\n```"
-        else:
-            task, outcome = re.match(r"task (\S+) \((\w+)\)", user).groups()
-            lacking = outcome == "FAILURE" and task.startswith(
-                "precondition_verification"
-            )
-            content = json.dumps(
-                {
-                    "labels": {
-                        "policy_check": {
-                            "label": "LACKING" if lacking else "PRESENT",
-                            "reason": "scripted",
-                        },
-                        "politeness": {"label": "LACKING", "reason": "never greets"},
-                    }
+            if state["malformed_left"]:
+                state["malformed_left"] -= 1
+                return "Sure! Here they are: {capabilities: [oops"
+            return "```json\n" + json.dumps(DISCOVERY) + "\n```"
+        task, outcome = re.match(r"task (\S+) \((\w+)\)", user).groups()
+        lacking = outcome == "FAILURE" and task.startswith("precondition_verification")
+        return json.dumps(
+            {
+                "labels": {
+                    "policy_check": {
+                        "label": "LACKING" if lacking else "PRESENT",
+                        "reason": "scripted",
+                    },
+                    "politeness": {"label": "LACKING", "reason": "never greets"},
                 }
-            )
-        answer = {
-            "id": "cmpl-1",
-            "object": "chat.completion",
-            "created": 0,
-            "model": body["model"],
-            "choices": [
-                {
-                    "index": 0,
-                    "finish_reason": "stop",
-                    "message": {"role": "assistant", "content": content},
-                }
-            ],
-            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-        }
-        data = json.dumps(answer).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+            }
+        )
 
-    def log_message(self, *args: object) -> None:
-        pass
+    return answer
+
+
+@dataclass
+class Endpoint:
+    requests: list[dict]
 
 
 @pytest.fixture
-def endpoint(monkeypatch) -> Iterator[type[ScriptedModel]]:
-    ScriptedModel.requests, ScriptedModel.malformed_left = [], 1
-    server = ThreadingHTTPServer(("127.0.0.1", 0), ScriptedModel)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    monkeypatch.setenv(
-        "OPENAI_BASE_URL", f"http://127.0.0.1:{server.server_address[1]}/v1"
-    )
-    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-    yield ScriptedModel
-    server.shutdown()
+def endpoint(monkeypatch) -> Iterator[Endpoint]:
+    with scripted_endpoint(monkeypatch, _answer({"malformed_left": 1})) as requests:
+        yield Endpoint(requests)
 
 
 def test_llm_discovery_labelling_selection_and_cache(

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -26,6 +25,7 @@ from factory.analyze.records import Trajectory
 from factory.analyze.specs import snake_name
 from factory.archetypes import archetypes
 from factory.errors import FactoryError
+from factory.llm import json_payload, openai_client
 
 DISCOVERY_PROMPT = """\
 You analyse an LLM agent's trajectories on a tool-using environment to find the
@@ -90,16 +90,6 @@ def transcript(
     return text if len(text) <= limit else text[:limit] + "\n[... truncated]"
 
 
-def _json_payload(text: str) -> Any:
-    """The JSON object in a model answer (code fences and prose around it tolerated)."""
-    fenced = re.search(r"```(?:json)?\s*(.*?)```", text, re.DOTALL)
-    candidate = fenced.group(1) if fenced else text
-    start, end = candidate.find("{"), candidate.rfind("}")
-    if start < 0 or end < start:
-        raise ValueError("no JSON object in the answer")
-    return json.loads(candidate[start : end + 1])
-
-
 class LLMLabeller:
     """Discovery and labelling runs against one model of an OpenAI-compatible endpoint."""
 
@@ -112,18 +102,9 @@ class LLMLabeller:
         max_retries: int = 3,
         temperature: float = 0.7,
     ) -> None:
-        if client is None:
-            import openai
-
-            try:
-                client = openai.OpenAI()
-            except openai.OpenAIError as exc:
-                raise FactoryError(
-                    f"cannot reach an LLM endpoint ({exc}); set OPENAI_BASE_URL and "
-                    "OPENAI_API_KEY (any value for a local server), or drop --llm-model "
-                    "to use the offline detectors"
-                ) from None
-        self.client = client
+        self.client = client or openai_client(
+            "LLM labelling", "or drop --llm-model to use the offline detectors"
+        )
         self.model = model
         self.cache_dir = Path(cache_dir)
         self.concurrency = concurrency
@@ -151,7 +132,7 @@ class LLMLabeller:
             )
             text = response.choices[0].message.content or ""
             try:
-                answer = schema.model_validate(_json_payload(text))
+                answer = schema.model_validate(json_payload(text))
             except (ValueError, ValidationError) as exc:
                 problem = str(exc).splitlines()[0]
                 messages += [

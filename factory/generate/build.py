@@ -20,11 +20,17 @@ import signal
 import sys
 import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
+from factory.archetypes import supported_pairs
 from factory.errors import FactoryError
-from factory.generate.render import render_package
-from factory.generate.settings_check import check_settings
+from factory.generate.llm_codegen import debug_folder, write_task
+from factory.generate.render import TaskSource, render_package
+from factory.generate.settings_check import check_seeds, check_settings
+from factory.kits import kits
+from factory.llm import openai_client
+from factory.runtime import Toolkit
 from factory.spec import CapabilitySpec, load_spec
 from factory.validate.runner import ValidationFailed, ValidationReport, validate_package
 
@@ -156,31 +162,112 @@ def _move_into_place(staging: Path, destination: Path, force: bool) -> None:
         shutil.rmtree(retired, ignore_errors=True)
 
 
+@dataclass(frozen=True)
+class Codegen:
+    """How the task module is written: `template` (built-in archetype), `llm`, or `auto`."""
+
+    backend: str = "auto"
+    model: str | None = None
+    attempts: int = 4
+    request_timeout: float = 600.0
+
+
+def choose_backend(spec: CapabilitySpec, requested: str) -> str:
+    """`auto`: the template backend when the spec names a built-in pair, else the LLM."""
+    if requested != "auto":
+        return requested
+    builtin = (spec.archetype, spec.target) in supported_pairs()
+    return "template" if builtin else "llm"
+
+
+def _llm_kit(spec: CapabilitySpec) -> Toolkit:
+    if not isinstance(spec.target, str):
+        raise FactoryError(
+            f"capability '{spec.name}' has an inline target; the LLM codegen writes task "
+            f"modules on built-in kits only so far ({', '.join(kits())}): set 'target' "
+            "to one of them"
+        )
+    if spec.target not in kits():
+        raise FactoryError(
+            f"target: unknown kit '{spec.target}'; known: {', '.join(kits())} "
+            "(see `factory kits`)"
+        )
+    return kits()[spec.target]
+
+
+def _stage(
+    spec: CapabilitySpec,
+    output_dir: Path,
+    task: TaskSource | None,
+    validate: bool,
+    seeds: int | None,
+) -> tuple[Path, ValidationReport | None]:
+    """Render into a fresh temporary folder beside the destination and validate it there."""
+    files = render_package(spec, task)
+    staging = Path(tempfile.mkdtemp(prefix=f".{spec.name}.{BUILD}-", dir=output_dir))
+    staging.chmod(0o755)  # mkdtemp makes it private; a package folder is not
+    try:
+        write_files(staging, files)
+        return staging, validate_package(staging, seeds) if validate else None
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
 def _build(
     spec: CapabilitySpec,
     output_dir: Path,
     force: bool,
     validate: bool,
     seeds: int | None,
+    codegen: Codegen,
 ) -> tuple[Path, ValidationReport | None]:
     destination = output_dir / spec.name
     _check_destination(destination, force)
-    files = render_package(spec)
-    staging = Path(tempfile.mkdtemp(prefix=f".{spec.name}.{BUILD}-", dir=output_dir))
-    staging.chmod(0o755)  # mkdtemp makes it private; a package folder is not
+    staged: list[Path] = []
+
+    def stage(task: TaskSource | None) -> tuple[Path, ValidationReport | None]:
+        staging, report = _stage(spec, output_dir, task, validate, seeds)
+        staged.append(staging)
+        return staging, report
+
     try:
-        write_files(staging, files)
-        report = validate_package(staging, seeds) if validate else None
-        if report is not None and report.problems:
-            details = "" if report.tests_passed else "\n" + report.tests_output[-4000:]
-            raise ValidationFailed(
-                report.summary()
-                + details
-                + "\nNothing was written; the build is discarded."
+        if choose_backend(spec, codegen.backend) == "template":
+            staging, report = stage(None)
+            if report is not None and report.problems:
+                details = (
+                    "" if report.tests_passed else "\n" + report.tests_output[-4000:]
+                )
+                raise ValidationFailed(
+                    report.summary()
+                    + details
+                    + "\nNothing was written; the build is discarded."
+                )
+        else:
+            kit = _llm_kit(spec)
+            if not codegen.model:
+                raise FactoryError(
+                    "the LLM codegen needs a model: pass --model NAME (served at "
+                    "OPENAI_BASE_URL), or name a built-in archetype and kit in the spec"
+                )
+            client = openai_client(
+                "the LLM codegen",
+                "or name a built-in archetype and kit to use the template backend",
+                codegen.request_timeout,
+            )
+            staging, report = write_task(
+                spec,
+                kit,
+                client,
+                codegen.model,
+                stage,
+                debug_folder(output_dir, spec.name),
+                codegen.attempts,
             )
         _move_into_place(staging, destination, force)
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        for folder in staged:
+            shutil.rmtree(folder, ignore_errors=True)
     if report is not None:
         report.package_dir = destination
     return destination, report
@@ -192,15 +279,18 @@ def generate(
     force: bool = False,
     validate: bool = True,
     seeds: int | None = None,
+    codegen: Codegen = Codegen(),
 ) -> tuple[Path, ValidationReport | None]:
     """Build the package of `spec_path` at `output_dir/<name>`; return it and its report."""
     spec = load_spec(spec_path)
-    check_settings(spec, seeds)
+    check_seeds(seeds)
+    if choose_backend(spec, codegen.backend) == "template":
+        check_settings(spec, seeds)
     output_dir = _prepare_output(output_dir)
     with _terminate_cleanly(), _output_lock(output_dir):
         try:
             _recover(output_dir, spec.name)
-            return _build(spec, output_dir, force, validate, seeds)
+            return _build(spec, output_dir, force, validate, seeds, codegen)
         except OSError as exc:
             if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC):
                 raise FactoryError(

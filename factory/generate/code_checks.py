@@ -12,12 +12,14 @@ parameters. The sandbox still confines whatever these checks miss.
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import libcst as cst
 import libcst.matchers as m
 
+from factory.runtime import Knob
 from factory.validate.static_checks import contract_problems
 
 # Standard-library modules with no file, process, network or interpreter access.
@@ -294,3 +296,59 @@ def check_task_module(
     ):
         problems.insert(0, "has no module docstring")
     return list(dict.fromkeys(problems))
+
+
+def literal_knobs(source: str) -> tuple[Knob, ...]:
+    """`KNOBS` read without running the module: a tuple of `Knob(...)` with literal arguments.
+
+    Raises ValueError naming what is not literal (model-written code is never
+    imported in the factory's own process).
+    """
+    module = cst.parse_module(source)
+    for statement in module.body:
+        if not m.matches(
+            statement,
+            m.SimpleStatementLine(
+                body=[m.Assign(targets=[m.AssignTarget(m.Name("KNOBS"))])]
+            ),
+        ):
+            continue
+        value = statement.body[0].value  # type: ignore[attr-defined]
+        if not isinstance(value, (cst.Tuple, cst.List)):
+            raise ValueError("KNOBS must be a tuple of Knob(...) calls")
+        knobs = []
+        for element in value.elements:
+            call = element.value
+            if not (isinstance(call, cst.Call) and _dotted(call.func) == "Knob"):
+                raise ValueError("every element of KNOBS must be a Knob(...) call")
+            try:
+                positional = [
+                    ast.literal_eval(module.code_for_node(a.value))
+                    for a in call.args
+                    if not a.keyword
+                ]
+                named = {
+                    a.keyword.value: ast.literal_eval(module.code_for_node(a.value))
+                    for a in call.args
+                    if a.keyword
+                }
+                knob = Knob(*positional, **named)
+            except (ValueError, TypeError, SyntaxError) as exc:
+                raise ValueError(
+                    f"`{_line(module, call)}` must be Knob(name, default, minimum, maximum, help) "
+                    f"with literal values ({exc})"
+                ) from None
+            if not (
+                isinstance(knob.name, str)
+                and all(
+                    isinstance(v, int)
+                    for v in (knob.default, knob.minimum, knob.maximum)
+                )
+                and knob.minimum <= knob.default <= knob.maximum
+            ):
+                raise ValueError(
+                    f"`{_line(module, call)}` needs minimum <= default <= maximum, integers"
+                )
+            knobs.append(knob)
+        return tuple(knobs)
+    raise ValueError("the module does not define KNOBS")

@@ -99,16 +99,47 @@ def _environment() -> jinja2.Environment:
     )
 
 
-def _task_docstring(
-    spec: CapabilitySpec, archetype: Archetype, kit: Toolkit, summary: str
-) -> str:
+@dataclass(frozen=True)
+class TaskSource:
+    """A capability's task module and what the package's text says about it.
+
+    The template backend takes it from a built-in archetype; the LLM codegen
+    from the model's answer (whose code is never imported in this process).
+    """
+
+    kit: Toolkit
+    source: str
+    knobs: tuple[Knob, ...]
+    summary: str  # how a seed builds a task
+    family: str  # the task family's title
+    about: str  # what the capability is
+    lacking: str  # what an agent without it does
+    origin: str  # where the task module came from, for the README
+
+
+def template_task(spec: CapabilitySpec) -> TaskSource:
+    """The built-in archetype's task module for `spec` (FactoryError if none fits)."""
+    archetype, kit = resolve_target(spec)
+    return TaskSource(
+        kit=kit,
+        source=archetype.task_source(kit.id).read_text(encoding="utf-8"),
+        knobs=archetype.knobs(kit.id),
+        summary=archetype.task_summary(kit.id),
+        family=archetype.title,
+        about=archetype.description,
+        lacking=archetype.lacking_behaviour,
+        origin=f"archetype `{archetype.id}`",
+    )
+
+
+def _task_docstring(spec: CapabilitySpec, task: TaskSource) -> str:
     """What `task.py` trains and how its reward is computed, in plain words."""
     paragraphs = [
-        f"{spec.title}: the `{spec.name}` capability, on the {kit.title} tools.",
+        f"{spec.title}: the `{spec.name}` capability, on the {task.kit.title} tools.",
         spec.description,
-        f"Each seed builds one task ({archetype.title.lower()} family): "
-        + summary[0].lower()
-        + summary[1:],
+        f"Each seed builds one task ({task.family.lower()} family): "
+        + task.summary[0].lower()
+        + task.summary[1:],
         "Reward (`_runtime/verifier.py`): the gold final state is the initial state "
         "with the gold tool calls replayed; reward mode "
         f"`{spec.generation.reward_mode}` pays "
@@ -121,12 +152,16 @@ def _task_docstring(
     )
 
 
-def render_package(spec: CapabilitySpec) -> dict[str, str]:
-    """All files of the package for `spec`, as {relative path: text}."""
-    archetype, kit = resolve_target(spec)
+def render_package(
+    spec: CapabilitySpec, task: TaskSource | None = None
+) -> dict[str, str]:
+    """All files of the package for `spec`, as {relative path: text}.
+
+    `task` defaults to the built-in archetype's task module (template backend).
+    """
+    task = task or template_task(spec)
     names = PackageNames(spec.name)
-    knobs = archetype.knobs(kit.id)
-    summary = archetype.task_summary(kit.id)
+    kit, knobs, summary = task.kit, task.knobs, task.summary
     context: dict[str, Any] = {
         "name": spec.name,
         "title": spec.title,
@@ -135,7 +170,9 @@ def render_package(spec: CapabilitySpec) -> dict[str, str]:
         "package": names.package,
         "distribution": names.distribution,
         "env_id": names.env_id,
-        "archetype": archetype,
+        "origin": task.origin,
+        "about": task.about,
+        "lacking": task.lacking,
         "task_summary": summary,
         "kit": kit,
         "knobs": knobs,
@@ -154,9 +191,8 @@ def render_package(spec: CapabilitySpec) -> dict[str, str]:
         f"tests/test_{spec.name}_properties.py": "package/tests/test_properties.py.j2",
     }
     files = {path: env.get_template(t).render(context) for path, t in layout.items()}
-    source = archetype.task_source(kit.id).read_text(encoding="utf-8")
     files[f"{names.package}/task.py"] = package_task_source(
-        source, _task_docstring(spec, archetype, kit, summary)
+        task.source, _task_docstring(spec, task)
     )
     files = format_python(files)
     files["capability.json"] = spec.to_json()

@@ -19,14 +19,22 @@ MAX_SEEDS = 10_000
 VALIDATION_BUDGET_S = 600.0
 
 
-def check_settings(
-    spec: CapabilitySpec, seeds: int | None, budget_s: float = VALIDATION_BUDGET_S
-) -> None:
-    """Exit-2 errors for bad `--seeds`, too few `max_turns`, or a validation over budget."""
+def check_seeds(seeds: int | None) -> None:
+    """Exit-2 error for a `--seeds` outside [1, MAX_SEEDS]."""
     if seeds is not None and (isinstance(seeds, bool) or not 1 <= seeds <= MAX_SEEDS):
         raise FactoryError(
             f"--seeds must be an integer in [1, {MAX_SEEDS}], got {seeds}"
         )
+
+
+def check_settings(
+    spec: CapabilitySpec, seeds: int | None, budget_s: float = VALIDATION_BUDGET_S
+) -> None:
+    """Exit-2 errors for bad `--seeds`, too few `max_turns`, or a validation over budget.
+
+    Built-in archetypes only: an LLM-written module is never run outside the sandbox.
+    """
+    check_seeds(seeds)
     archetype, kit = resolve_target(spec)
     module = archetype.task_module(kit.id)
     resolve_difficulty(spec, archetype.knobs(kit.id))

@@ -1,0 +1,240 @@
+"""The LLM backend of `factory generate`: a model writes the task module, repaired until it validates.
+
+Each attempt: ask the model (prompts in `templates/codegen/`), parse its JSON
+answer, refuse it statically (`code_checks`), render it into a temporary
+package and validate that in the sandbox. A refusal is fed back (the problems,
+the failing property and seed, a trimmed traceback) for the next attempt.
+Every attempt (messages, answer, module, problems, validation output) is kept
+under the debug folder, whatever the outcome.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from pydantic import BaseModel, Field, ValidationError
+
+from factory.archetypes import archetypes
+from factory.errors import FactoryError
+from factory.generate.code_checks import (
+    ALLOWED_STDLIB,
+    FORBIDDEN_NAMES,
+    check_task_module,
+    literal_knobs,
+)
+from factory.generate.render import TaskSource
+from factory.kits import KITS_DIR
+from factory.llm import json_payload
+from factory.paths import templates_dir
+from factory.runtime import Toolkit
+from factory.spec import CapabilitySpec
+from factory.validate.runner import ValidationFailed, ValidationReport
+
+# Stages a rendered attempt: (its temporary folder, its validation report).
+Stage = Callable[[TaskSource], tuple[Path, ValidationReport | None]]
+OUTPUT_CHARS = 3_000
+
+
+class CodegenAnswer(BaseModel):
+    """What the model must answer: a summary for the README and the module."""
+
+    summary: str = Field(min_length=10, max_length=2_000)
+    task_module: str = Field(min_length=50, max_length=100_000)
+
+
+@dataclass
+class Attempt:
+    """One round trip: what was asked, answered, refused and measured."""
+
+    number: int
+    answer: str = ""
+    problems: list[str] = field(default_factory=list)
+    output: str = ""
+
+
+def _templates() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_dir() / "codegen")),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
+
+
+def _example(kit: Toolkit) -> tuple[str, str]:
+    """A built-in task module on `kit` (the first archetype that has one)."""
+    for archetype in archetypes().values():
+        if kit.id in archetype.kits:
+            path = archetype.task_source(kit.id)
+            return f"{archetype.id}/{kit.id}.py", path.read_text(encoding="utf-8")
+    raise FactoryError(f"no built-in task module on kit '{kit.id}' to show the model")
+
+
+def prompt(spec: CapabilitySpec, kit: Toolkit) -> list[dict[str, str]]:
+    """The opening system and user messages for `spec` on `kit`."""
+    templates = _templates()
+    example_name, example = _example(kit)
+    system = templates.get_template("system.j2").render(
+        contract=(templates_dir() / "codegen" / "contract.md").read_text(
+            encoding="utf-8"
+        ),
+        allowed=sorted(ALLOWED_STDLIB),
+        forbidden=sorted(FORBIDDEN_NAMES),
+    )
+    request = templates.get_template("request.j2").render(
+        spec=spec,
+        kit=kit,
+        tools=json.dumps(list(kit.schemas), indent=1),
+        world=(KITS_DIR / kit.id / "world.py").read_text(encoding="utf-8"),
+        example_name=example_name,
+        example=example,
+    )
+    return [{"role": "system", "content": system}, {"role": "user", "content": request}]
+
+
+def _ask(
+    client: Any, model: str, messages: list[dict[str, str]], temperature: float
+) -> str:
+    """The model's answer text; a timeout is an attempt's problem, other API errors exit 2."""
+    import openai
+
+    try:
+        response = client.chat.completions.create(
+            model=model, messages=messages, temperature=temperature
+        )
+    except openai.APITimeoutError:
+        raise TimeoutError(
+            f"the endpoint did not answer within {client.timeout}s"
+        ) from None
+    except openai.APIConnectionError as exc:
+        raise FactoryError(
+            f"cannot reach the LLM endpoint at {client.base_url} ({exc}); check "
+            "OPENAI_BASE_URL"
+        ) from None
+    except openai.APIStatusError as exc:
+        raise FactoryError(
+            f"the LLM endpoint refused the request ({exc.status_code}: "
+            f"{str(exc.message)[:300]}); check --model and OPENAI_API_KEY"
+        ) from None
+    return response.choices[0].message.content or ""
+
+
+def _review(
+    spec: CapabilitySpec, kit: Toolkit, text: str, stage: Stage, attempt: Attempt
+) -> tuple[Path, ValidationReport | None] | None:
+    """Check and validate one answer; record why it is refused (None) or return its stage."""
+    try:
+        answer = CodegenAnswer.model_validate(json_payload(text))
+    except (ValueError, ValidationError) as exc:
+        attempt.problems.append(
+            "the answer is not the JSON object asked for "
+            f"({str(exc).splitlines()[0][:300]})"
+        )
+        return None
+    attempt.problems += check_task_module(answer.task_module, kit.schemas)
+    if attempt.problems:
+        return None
+    try:
+        knobs = literal_knobs(answer.task_module)
+    except ValueError as exc:
+        attempt.problems.append(str(exc))
+        return None
+    task = TaskSource(
+        kit=kit,
+        source=answer.task_module,
+        knobs=knobs,
+        summary=answer.summary,
+        family=spec.title,
+        about=spec.description,
+        lacking="fails the task in the way the lacking turns play",
+        origin="task module written by the LLM codegen",
+    )
+    try:
+        staging, report = stage(task)
+    except (FactoryError, ValidationFailed) as exc:
+        attempt.problems.append(str(exc).splitlines()[0])
+        return None
+    if report is not None and report.problems:
+        attempt.problems += report.problems
+        attempt.output = report.tests_output[-OUTPUT_CHARS:]
+        if not report.tests_passed or report.calibration.get("check_env") != "ok":
+            attempt.output += "\n" + str(report.calibration.get("check_env", ""))[:1000]
+        return None
+    return staging, report
+
+
+def _keep(folder: Path, attempt: Attempt, messages: list[dict[str, str]]) -> None:
+    """Write one attempt's record under the debug folder."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "messages.json").write_text(
+        json.dumps(messages, indent=1), encoding="utf-8"
+    )
+    (folder / "answer.txt").write_text(attempt.answer, encoding="utf-8")
+    try:
+        module = CodegenAnswer.model_validate(json_payload(attempt.answer)).task_module
+        (folder / "task.py").write_text(module, encoding="utf-8")
+    except (ValueError, ValidationError):
+        pass
+    (folder / "problems.txt").write_text(
+        "\n".join(attempt.problems) + "\n", encoding="utf-8"
+    )
+    (folder / "validation.txt").write_text(attempt.output, encoding="utf-8")
+
+
+def debug_folder(output_dir: Path, name: str) -> Path:
+    """Where this run keeps its attempts: `<output>/.codegen/<name>-<UTC time>-<pid>/`."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    return output_dir / ".codegen" / f"{name}-{stamp}-{os.getpid()}"
+
+
+def write_task(
+    spec: CapabilitySpec,
+    kit: Toolkit,
+    client: Any,
+    model: str,
+    stage: Stage,
+    debug: Path,
+    attempts: int = 4,
+    temperature: float = 0.2,
+) -> tuple[Path, ValidationReport | None]:
+    """Attempts until one validates: its staged folder and report; else ValidationFailed."""
+    messages = prompt(spec, kit)
+    history: list[Attempt] = []
+    for number in range(1, attempts + 1):
+        attempt = Attempt(number)
+        history.append(attempt)
+        try:
+            attempt.answer = _ask(client, model, messages, temperature)
+            staged = _review(spec, kit, attempt.answer, stage, attempt)
+        except TimeoutError as exc:
+            attempt.problems.append(str(exc))
+            staged = None
+        _keep(debug / f"attempt-{number}", attempt, messages)
+        if staged is not None:
+            return staged
+        feedback = (
+            _templates()
+            .get_template("feedback.j2")
+            .render(
+                number=number, problems=attempt.problems[:20], output=attempt.output
+            )
+        )
+        if attempt.answer:
+            messages = [*messages, {"role": "assistant", "content": attempt.answer}]
+        messages = [*messages, {"role": "user", "content": feedback}]
+    lines = [
+        f"model {model} wrote no valid task module for '{spec.name}' in {attempts} "
+        f"attempt(s); every attempt is kept in {debug}"
+    ]
+    for attempt in history:
+        first = attempt.problems[0] if attempt.problems else "?"
+        lines.append(f"  attempt {attempt.number}: {first[:200]}")
+    raise ValidationFailed("\n".join(lines))

@@ -1,0 +1,153 @@
+"""The LLM backend of `factory generate`, through the real openai client and a scripted endpoint."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from factory.cli import main
+from tests.conftest import ROOT
+from tests.scripted_endpoint import scripted_endpoint
+
+MODULE = (ROOT / "factory/archetypes/date_time_recovery/phone.py").read_text()
+SUMMARY = "A reminder at a relative date; gold resolves it with the date tools."
+SPEC = {
+    "schema_version": "1.0",
+    "name": "reminder_dates",
+    "title": "Reminders at relative dates",
+    "description": "Set reminders at dates said relative to today, resolved with the tools.",
+    "archetype": None,
+    "target": "phone",
+    "failure_patterns": [{"task_id": "run-17", "note": "set the reminder a day late"}],
+    "generation": {"max_turns": 30, "validation_seeds": 8},
+}
+
+
+def _answer(module: str) -> str:
+    return (
+        "Here it is:\n```json\n"
+        + json.dumps({"summary": SUMMARY, "task_module": module})
+        + "\n```"
+    )
+
+
+def _script(*answers: str | None):
+    """Answer the n-th request with the n-th answer (the last one repeats)."""
+    queue = list(answers)
+
+    def answer(body: dict[str, Any]) -> str | None:
+        return queue.pop(0) if len(queue) > 1 else queue[0]
+
+    return answer
+
+
+def _generate(tmp_path: Path, *extra: str, spec: dict[str, Any] | None = None) -> int:
+    path = tmp_path / "capability.json"
+    path.write_text(json.dumps(spec or SPEC))
+    return main(
+        [
+            "generate",
+            str(path),
+            "--output",
+            str(tmp_path / "out"),
+            "--model",
+            "coder",
+            *extra,
+        ]
+    )
+
+
+def _attempts(tmp_path: Path) -> list[Path]:
+    runs = list((tmp_path / "out" / ".codegen").iterdir())
+    assert len(runs) == 1
+    return sorted(runs[0].iterdir())
+
+
+def test_a_model_written_module_lands_as_a_validated_package(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with scripted_endpoint(monkeypatch, _script(_answer(MODULE))) as requests:
+        assert _generate(tmp_path) == 0
+    package = tmp_path / "out" / "reminder_dates"
+    task = (package / "trace_env_reminder_dates" / "task.py").read_text()
+    assert "from ._runtime" in task and "written by the LLM codegen" not in task
+    assert SUMMARY.split(";")[0].lower()[2:] in task.replace("\n", " ").lower()
+    assert main(["validate", str(package), "--seeds", "5"]) == 0
+    system, request = (m["content"] for m in requests[0]["messages"])
+    assert "build_task(rng: random.Random" in system and "Answer format" in system
+    assert '"name": "add_reminder"' in request and "run-17" in request
+    assert "date_time_recovery/phone.py" in request
+    [attempt] = _attempts(tmp_path)
+    assert (attempt / "problems.txt").read_text().strip() == ""
+    assert (attempt / "task.py").read_text() == MODULE
+
+
+def test_repaired_after_a_forbidden_import_and_after_a_failing_property(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    forbidden = MODULE.replace(
+        "from __future__ import annotations\n",
+        "from __future__ import annotations\n\nimport os\n",
+        1,
+    )
+    lacking_wins = MODULE.replace(
+        'lacking_turns=(call("get_current_timestamp"), *remind(wrong)),',
+        "lacking_turns=(*resolve, *remind(target)),",
+    )
+    assert lacking_wins != MODULE
+    script = _script(_answer(forbidden), _answer(lacking_wins), _answer(MODULE))
+    with scripted_endpoint(monkeypatch, script) as requests:
+        assert _generate(tmp_path) == 0
+    assert len(requests) == 3
+    assert "imports `os`" in requests[1]["messages"][-1]["content"]
+    assert "lacking policy succeeds" in requests[2]["messages"][-1]["content"]
+    assert requests[2]["messages"][-2]["role"] == "assistant"
+    first, second, third = _attempts(tmp_path)
+    assert "imports `os`" in (first / "problems.txt").read_text()
+    assert "lacking" in (second / "problems.txt").read_text()
+    assert (third / "problems.txt").read_text().strip() == ""
+    assert (tmp_path / "out" / "reminder_dates" / "capability.json").is_file()
+
+
+def test_never_valid_exits_1_and_keeps_every_attempt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = _script("Sure! I would write it like this: def build_task(): ...")
+    with scripted_endpoint(monkeypatch, script):
+        assert _generate(tmp_path, "--attempts", "2") == 1
+    error = capsys.readouterr().err
+    assert "no valid task module" in error and "attempt 2" in error
+    assert [p.name for p in _attempts(tmp_path)] == ["attempt-1", "attempt-2"]
+    assert not (tmp_path / "out" / "reminder_dates").exists()
+    assert [p.name for p in (tmp_path / "out").iterdir()] == [".codegen"]
+
+
+def test_a_stalled_endpoint_is_an_attempt_that_times_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with scripted_endpoint(monkeypatch, _script(None), stall_s=3):
+        code = _generate(tmp_path, "--attempts", "1", "--request-timeout", "1")
+    assert code == 1
+    assert "did not answer within" in capsys.readouterr().err
+
+
+def test_missing_endpoint_model_or_kit_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert _generate(tmp_path) == 2
+    assert "OPENAI_BASE_URL" in capsys.readouterr().err
+    path = tmp_path / "capability.json"
+    assert main(["generate", str(path), "--output", str(tmp_path / "o")]) == 2
+    assert "--model" in capsys.readouterr().err
+    inline = {
+        **SPEC,
+        "target": {"tools": [{"type": "function"}], "policy": "p", "state": "s"},
+    }
+    assert _generate(tmp_path, spec=inline) == 2
+    assert "inline target" in capsys.readouterr().err
+    assert not (tmp_path / "out" / "reminder_dates").exists()
