@@ -26,7 +26,7 @@ from pathlib import Path
 from factory.archetypes import supported_pairs
 from factory.errors import FactoryError
 from factory.generate.llm_codegen import debug_folder, write_task
-from factory.generate.render import TaskSource, render_package
+from factory.generate.render import TaskSource, render_package, resolve_target
 from factory.generate.settings_check import check_seeds, check_settings
 from factory.kits import kits
 from factory.llm import openai_client
@@ -195,6 +195,20 @@ def _llm_kit(spec: CapabilitySpec) -> Toolkit:
     return kits()[spec.target]
 
 
+def _refuse_without_model(spec: CapabilitySpec, backend: str) -> None:
+    """No model: say why no built-in archetype fits (under auto) and how to use the LLM."""
+    hint = (
+        "pass --model NAME (served at OPENAI_BASE_URL) to let the LLM codegen write "
+        "the task module"
+    )
+    if backend == "auto":
+        try:
+            resolve_target(spec)
+        except FactoryError as exc:
+            raise FactoryError(f"{exc}; or {hint}") from None
+    raise FactoryError(f"the LLM codegen needs a model: {hint}")
+
+
 def _stage(
     spec: CapabilitySpec,
     output_dir: Path,
@@ -244,12 +258,9 @@ def _build(
                     + "\nNothing was written; the build is discarded."
                 )
         else:
-            kit = _llm_kit(spec)
             if not codegen.model:
-                raise FactoryError(
-                    "the LLM codegen needs a model: pass --model NAME (served at "
-                    "OPENAI_BASE_URL), or name a built-in archetype and kit in the spec"
-                )
+                _refuse_without_model(spec, codegen.backend)
+            kit = _llm_kit(spec)
             client = openai_client(
                 "the LLM codegen",
                 "or name a built-in archetype and kit to use the template backend",
