@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import keyword
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -16,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from factory.errors import FactoryError
 
 SCHEMA_VERSION = "1.0"
+MAX_TOOLS_BYTES = 5 << 20
 NAME_PATTERN = r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$"
 
 
@@ -23,12 +25,69 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class InlineTarget(_Model):
-    """A custom target: its tools (OpenAI schemas), policy text and state description."""
+IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
 
-    tools: list[dict[str, Any]] = Field(min_length=1)
-    policy: str = Field(min_length=1)
-    state: str = Field(min_length=1, description="what the target's state holds")
+
+class ToolParameters(BaseModel):
+    """A tool's `parameters`: a JSON-schema object whose property names are identifiers."""
+
+    model_config = ConfigDict(extra="allow")
+    type: Literal["object"] = "object"
+    properties: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    required: list[str] = Field(default_factory=list)
+
+    @field_validator("properties")
+    @classmethod
+    def _identifiers(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for name in value:
+            if not re.match(IDENTIFIER, name) or keyword.iskeyword(name):
+                raise ValueError(f"parameter '{name[:40]}' must be a Python identifier")
+        return value
+
+
+class ToolFunction(BaseModel):
+    """The `function` part of an OpenAI tool schema."""
+
+    model_config = ConfigDict(extra="allow")
+    name: str = Field(pattern=IDENTIFIER)
+    description: str = ""
+    parameters: ToolParameters = Field(default_factory=ToolParameters)
+
+
+class ToolSchema(BaseModel):
+    """One OpenAI tool schema (`{"type": "function", "function": {...}}`)."""
+
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["function"] = "function"
+    function: ToolFunction
+
+
+class InlineTarget(_Model):
+    """A custom target: its tools (OpenAI schemas), policy text, state description and samples."""
+
+    tools: list[ToolSchema] = Field(min_length=1, max_length=64)
+    policy: str = Field(min_length=1, max_length=20_000)
+    state: str = Field(
+        min_length=1, max_length=20_000, description="what the target's state holds"
+    )
+    samples: list[dict[str, Any]] = Field(
+        default_factory=list, max_length=20, description="sample state records"
+    )
+
+    @field_validator("tools")
+    @classmethod
+    def _unique(cls, value: list[ToolSchema]) -> list[ToolSchema]:
+        names = [tool.function.name for tool in value]
+        duplicated = sorted({n for n in names if names.count(n) > 1})
+        if duplicated:
+            raise ValueError(f"tool names must be unique, repeated: {duplicated}")
+        if any(keyword.iskeyword(n) for n in names):
+            raise ValueError("tool names may not be Python keywords")
+        return value
+
+    def schemas(self) -> list[dict[str, Any]]:
+        """The tools as plain OpenAI schemas (what kit.json holds)."""
+        return [tool.model_dump(exclude_unset=False) for tool in self.tools]
 
 
 class FailurePattern(_Model):
@@ -108,16 +167,42 @@ def _describe(error: dict[str, Any]) -> str:
     return f"  - {field}: {message} (got {shown})"
 
 
-def parse_spec(text: str, source: str = "capability spec") -> CapabilitySpec:
-    """Validate spec JSON text; raise FactoryError listing every bad field."""
+def _tools_from_file(data: dict[str, Any], base: Path, source: str) -> None:
+    """An inline target's `tools` given as a path: read the JSON list beside the spec."""
+    target = data.get("target")
+    if not (isinstance(target, dict) and isinstance(target.get("tools"), str)):
+        return
+    path = base / target["tools"]
+    try:
+        if path.stat().st_size > MAX_TOOLS_BYTES:
+            raise FactoryError(f"{source}: target.tools file {path} is over 5 MB")
+        target["tools"] = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise FactoryError(
+            f"{source}: target.tools names {path}, which is not a readable JSON list of "
+            f"OpenAI tool schemas ({exc})"
+        ) from None
+
+
+def parse_spec(
+    text: str, source: str = "capability spec", base: Path | None = None
+) -> CapabilitySpec:
+    """Validate spec JSON text; raise FactoryError listing every bad field.
+
+    `base`: the spec's folder, against which an inline target's `tools` path is read.
+    """
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise FactoryError(
             f"{source} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
         ) from None
+    except RecursionError:
+        raise FactoryError(f"{source} is nested too deeply") from None
     if not isinstance(data, dict):
         raise FactoryError(f"{source} must be a JSON object with the spec's fields")
+    if base is not None:
+        _tools_from_file(data, base, source)
     try:
         return CapabilitySpec.model_validate(data)
     except ValidationError as exc:
@@ -134,7 +219,13 @@ def load_spec(path: str | Path) -> CapabilitySpec:
     path = Path(path)
     if not path.is_file():
         raise FactoryError(f"capability spec not found: {path}")
-    return parse_spec(path.read_text(encoding="utf-8"), source=str(path))
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise FactoryError(
+            f"cannot read capability spec {path} ({exc}); it must be UTF-8 JSON"
+        ) from None
+    return parse_spec(text, str(path), path.parent)
 
 
 def json_schema() -> dict[str, Any]:

@@ -144,10 +144,105 @@ def test_missing_endpoint_model_or_kit_exit_2(
     path = tmp_path / "capability.json"
     assert main(["generate", str(path), "--output", str(tmp_path / "o")]) == 2
     assert "--model" in capsys.readouterr().err
-    inline = {
+    broken = {
         **SPEC,
         "target": {"tools": [{"type": "function"}], "policy": "p", "state": "s"},
     }
-    assert _generate(tmp_path, spec=inline) == 2
-    assert "inline target" in capsys.readouterr().err
+    assert _generate(tmp_path, spec=broken) == 2
+    assert "target.InlineTarget.tools.0.function" in capsys.readouterr().err
     assert not (tmp_path / "out" / "reminder_dates").exists()
+
+
+def _tool(name: str, description: str, **parameters: str) -> dict[str, Any]:
+    properties = {
+        key: {"type": kind, "description": key} for key, kind in parameters.items()
+    }
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {
+                "type": "object",
+                "properties": properties,
+                "required": list(parameters),
+            },
+        },
+    }
+
+
+ROOM_TOOLS = [
+    _tool(
+        "list_rooms", "Rooms with capacity and whether free on a date.", date="string"
+    ),
+    _tool("get_booking", "One booking by id.", booking_id="string"),
+    _tool(
+        "book_room",
+        "Book a free room on a date.",
+        room_id="string",
+        date="string",
+        attendee="string",
+        party_size="integer",
+    ),
+    _tool("cancel_booking", "Cancel a booking.", booking_id="string"),
+]
+ROOM_SPEC = {
+    "schema_version": "1.0",
+    "name": "room_capacity_check",
+    "title": "Check room capacity before booking",
+    "description": "Book only a meeting room whose capacity fits the party, reading capacities first.",
+    "archetype": None,
+    "target": {
+        "tools": "room_tools.json",
+        "policy": "- Book only a room whose capacity is at least the party size.\n"
+        "- A room booked on a date cannot be booked again that date.",
+        "state": "rooms keyed by id (name, capacity); bookings keyed by id "
+        "(room_id, date, attendee, party_size)",
+        "samples": [{"room_id": "R01", "name": "Oak", "capacity": 6}],
+    },
+    "generation": {"max_turns": 12, "validation_seeds": 10},
+}
+FIXTURE = ROOT / "tests" / "fixtures" / "room_booking"
+
+
+def _kit_answer(tools: str, world: str, module: str) -> str:
+    answer = {"summary": "A room booking where the first free room is too small.",
+              "tools_module": tools, "world_module": world, "task_module": module}  # fmt: skip
+    return json.dumps(answer)
+
+
+def test_a_new_target_and_capability_land_with_a_model_written_kit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tools, world, module = (
+        (FIXTURE / name).read_text() for name in ("tools.py", "world.py", "task.py")
+    )
+    hostile = _kit_answer(
+        "import subprocess\n" + tools,
+        world.replace('"""\n', '"""\nopen("/tmp/x", "w")\n', 1),
+        module,
+    )
+    (tmp_path / "room_tools.json").write_text(json.dumps(ROOM_TOOLS))
+    script = _script(hostile, _kit_answer(tools, world, module))
+    with scripted_endpoint(monkeypatch, script) as requests:
+        assert _generate(tmp_path, spec=ROOM_SPEC) == 0
+    request = requests[0]["messages"][1]["content"]
+    assert '"name": "book_room"' in request and "rooms keyed by id" in request
+    assert "factory/runtime/kits/phone/tools.py" in request  # the worked example kit
+    assert "tools_module" in requests[0]["messages"][0]["content"]
+    feedback = requests[1]["messages"][-1]["content"]
+    assert "tools.py: imports `subprocess`" in feedback and "uses `open`" in feedback
+    package = tmp_path / "out" / "room_capacity_check"
+    kit = (
+        package
+        / "trace_env_room_capacity_check"
+        / "_runtime"
+        / "kits"
+        / "room_capacity_check"
+    )
+    assert json.loads((kit / "kit.json").read_text())["tools"] == ROOM_TOOLS
+    spec = json.loads((package / "capability.json").read_text())
+    assert (
+        spec["target"]["tools"] == ROOM_TOOLS
+    )  # the path is inlined: the package stands alone
+    assert main(["validate", str(package), "--seeds", "10"]) == 0

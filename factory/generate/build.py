@@ -25,6 +25,7 @@ from pathlib import Path
 
 from factory.archetypes import supported_pairs
 from factory.errors import FactoryError
+from factory.generate.inline_kit import interface
 from factory.generate.llm_codegen import debug_folder, write_task
 from factory.generate.render import TaskSource, render_package, resolve_target
 from factory.generate.settings_check import check_seeds, check_settings
@@ -181,16 +182,13 @@ def choose_backend(spec: CapabilitySpec, requested: str) -> str:
 
 
 def _llm_kit(spec: CapabilitySpec) -> Toolkit:
+    """The kit the model writes against: built in, or the inline target's interface."""
     if not isinstance(spec.target, str):
-        raise FactoryError(
-            f"capability '{spec.name}' has an inline target; the LLM codegen writes task "
-            f"modules on built-in kits only so far ({', '.join(kits())}): set 'target' "
-            "to one of them"
-        )
+        return interface(spec)
     if spec.target not in kits():
         raise FactoryError(
             f"target: unknown kit '{spec.target}'; known: {', '.join(kits())} "
-            "(see `factory kits`)"
+            "(see `factory kits`), or give an inline target"
         )
     return kits()[spec.target]
 

@@ -20,7 +20,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from factory.runtime import Knob
-from factory.validate.static_checks import contract_problems
+from factory.validate.static_checks import check_tool_signatures, contract_problems
 
 # Standard-library modules with no file, process, network or interpreter access.
 ALLOWED_STDLIB = frozenset(
@@ -49,6 +49,7 @@ ALLOWED_STDLIB = frozenset(
         "string",
         "textwrap",
         "typing",
+        "uuid",
     }
 )
 RUNTIME_PREFIX = "factory.runtime"
@@ -102,7 +103,13 @@ def _line(module: cst.Module, node: cst.CSTNode) -> str:
     return module.code_for_node(node).strip().splitlines()[0][:120]
 
 
-def _import_problems(module: cst.Module) -> Iterable[str]:
+# Relative imports a kit module may make: (level, module) as in `from ...schema import`.
+KIT_RELATIVE = frozenset({(3, "schema"), (3, "toolkit"), (1, "world"), (1, "")})
+
+
+def _import_problems(
+    module: cst.Module, relative: frozenset[tuple[int, str]] = frozenset()
+) -> Iterable[str]:
     for node in _walk(module):
         if isinstance(node, cst.Import):
             for alias in node.names:
@@ -110,11 +117,11 @@ def _import_problems(module: cst.Module) -> Iterable[str]:
                 if not _allowed_module(name):
                     yield f"imports `{name}`, which is not on the allow-list"
         elif isinstance(node, cst.ImportFrom):
-            if node.relative:
-                yield f"relative import `{_line(module, node)}`; import from `{RUNTIME_PREFIX}`"
-                continue
             name = _dotted(node.module) if node.module else ""
-            if not _allowed_module(name):
+            if node.relative:
+                if (len(node.relative), name) not in relative:
+                    yield f"relative import `{_line(module, node)}` is not allowed here"
+            elif not _allowed_module(name):
                 yield f"imports from `{name}`, which is not on the allow-list"
             if isinstance(node.names, cst.ImportStar):
                 yield f"star import from `{name}`"
@@ -267,34 +274,68 @@ def _tool_call_problems(
                 yield f"`{tool_name}` has no parameter `{keyword}` (has: {', '.join(sorted(tools[tool_name]))})"
 
 
+def _parse(source: str) -> tuple[cst.Module | None, list[str]]:
+    try:
+        module = cst.parse_module(source)
+    except cst.ParserSyntaxError as exc:
+        return None, [f"does not parse: {exc.message} (line {exc.raw_line})"]
+    docstring = m.SimpleStatementLine(body=[m.Expr(value=m.SimpleString())])
+    if not (module.body and m.matches(module.body[0], docstring)):
+        return module, ["has no module docstring"]
+    return module, []
+
+
+def check_kit_modules(
+    tools_source: str, world_source: str, tool_schemas: Iterable[Mapping[str, Any]]
+) -> list[str]:
+    """Every reason to refuse a model-written kit (`tools.py` and `world.py`).
+
+    Besides the rules for task modules: relative imports only of the runtime's
+    `schema`/`toolkit` and the kit's own `world` and `TOOLKIT`, `IMPLEMENTATIONS`
+    defined, and one function per tool taking (state, the schema's parameters).
+    """
+    schemas = list(tool_schemas)
+    problems = []
+    for filename, source, contract in (
+        ("tools.py", tools_source, {"IMPLEMENTATIONS": None}),
+        ("world.py", world_source, {}),
+    ):
+        module, found = _parse(source)
+        if module is not None:
+            found += [
+                *_import_problems(module, KIT_RELATIVE),
+                *_dangerous(module),
+                *_side_effects(module),
+                *contract_problems(module, contract),
+            ]
+        problems += [f"{filename}: {problem}" for problem in found]
+    if not any(p.startswith("tools.py: does not parse") for p in problems):
+        problems += [
+            f"tools.py: {p}" for p in check_tool_signatures(tools_source, schemas)
+        ]
+    return list(dict.fromkeys(problems))
+
+
 def check_task_module(
     source: str, tool_schemas: Iterable[Mapping[str, Any]]
 ) -> list[str]:
     """Every reason to refuse a model-written task module (empty when it may be run)."""
-    try:
-        module = cst.parse_module(source)
-    except cst.ParserSyntaxError as exc:
-        return [f"does not parse: {exc.message} (line {exc.raw_line})"]
+    module, problems = _parse(source)
+    if module is None:
+        return problems
     tools = {
         schema["function"]["name"]: set(
             schema["function"]["parameters"].get("properties", {})
         )
         for schema in tool_schemas
     }
-    problems = [
+    problems += [
         *_import_problems(module),
         *_dangerous(module),
         *_side_effects(module),
         *contract_problems(module, TASK_MODULE_CONTRACT),
         *_tool_call_problems(module, tools),
     ]
-    if not (
-        module.body
-        and m.matches(
-            module.body[0], m.SimpleStatementLine(body=[m.Expr(value=m.SimpleString())])
-        )
-    ):
-        problems.insert(0, "has no module docstring")
     return list(dict.fromkeys(problems))
 
 

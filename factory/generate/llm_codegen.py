@@ -26,20 +26,23 @@ from factory.errors import FactoryError
 from factory.generate.code_checks import (
     ALLOWED_STDLIB,
     FORBIDDEN_NAMES,
+    check_kit_modules,
     check_task_module,
     literal_knobs,
 )
+from factory.generate.inline_kit import kit_files
 from factory.generate.render import TaskSource
 from factory.kits import KITS_DIR
 from factory.llm import json_payload
 from factory.paths import templates_dir
 from factory.runtime import Toolkit
-from factory.spec import CapabilitySpec
+from factory.spec import CapabilitySpec, InlineTarget
 from factory.validate.runner import ValidationFailed, ValidationReport
 
 # Stages a rendered attempt: (its temporary folder, its validation report).
 Stage = Callable[[TaskSource], tuple[Path, ValidationReport | None]]
 OUTPUT_CHARS = 3_000
+EXAMPLE_KIT = "phone"  # the worked example of a kit for inline targets
 
 
 class CodegenAnswer(BaseModel):
@@ -47,6 +50,17 @@ class CodegenAnswer(BaseModel):
 
     summary: str = Field(min_length=10, max_length=2_000)
     task_module: str = Field(min_length=50, max_length=100_000)
+
+
+class KitAnswer(CodegenAnswer):
+    """For an inline target, the kit's tools and world modules as well."""
+
+    tools_module: str = Field(min_length=50, max_length=200_000)
+    world_module: str = Field(min_length=20, max_length=200_000)
+
+
+def _answer_type(spec: CapabilitySpec) -> type[CodegenAnswer]:
+    return KitAnswer if isinstance(spec.target, InlineTarget) else CodegenAnswer
 
 
 @dataclass
@@ -69,31 +83,51 @@ def _templates() -> jinja2.Environment:
     )
 
 
-def _example(kit: Toolkit) -> tuple[str, str]:
-    """A built-in task module on `kit` (the first archetype that has one)."""
+def _example(kit_id: str) -> tuple[str, str]:
+    """A built-in task module on `kit_id` (the first archetype that has one)."""
     for archetype in archetypes().values():
-        if kit.id in archetype.kits:
-            path = archetype.task_source(kit.id)
-            return f"{archetype.id}/{kit.id}.py", path.read_text(encoding="utf-8")
-    raise FactoryError(f"no built-in task module on kit '{kit.id}' to show the model")
+        if kit_id in archetype.kits:
+            path = archetype.task_source(kit_id)
+            return f"{archetype.id}/{kit_id}.py", path.read_text(encoding="utf-8")
+    raise FactoryError(f"no built-in task module on kit '{kit_id}' to show the model")
+
+
+def _text(path: Path) -> str:
+    return path.read_text(encoding="utf-8")
 
 
 def prompt(spec: CapabilitySpec, kit: Toolkit) -> list[dict[str, str]]:
-    """The opening system and user messages for `spec` on `kit`."""
+    """The opening system and user messages for `spec` on `kit`.
+
+    An inline target's request also shows a whole built-in kit as the example of
+    the kit modules to write (the phone kit: self-contained, no shared modules).
+    """
     templates = _templates()
-    example_name, example = _example(kit)
+    codegen = templates_dir() / "codegen"
+    inline = isinstance(spec.target, InlineTarget)
+    example_kit = EXAMPLE_KIT if inline else kit.id
+    example_name, example = _example(example_kit)
     system = templates.get_template("system.j2").render(
-        contract=(templates_dir() / "codegen" / "contract.md").read_text(
-            encoding="utf-8"
-        ),
+        contract=_text(codegen / "contract.md"),
+        kit_contract=_text(codegen / "kit_contract.md"),
         allowed=sorted(ALLOWED_STDLIB),
         forbidden=sorted(FORBIDDEN_NAMES),
+        inline=inline,
     )
+    kit_example = {
+        name: _text(KITS_DIR / example_kit / name)
+        for name in ("__init__.py", "tools.py", "world.py")
+    }
     request = templates.get_template("request.j2").render(
         spec=spec,
         kit=kit,
+        inline=inline,
+        target=spec.target if inline else None,
+        samples=json.dumps(spec.target.samples, indent=1) if inline else "",
         tools=json.dumps(list(kit.schemas), indent=1),
-        world=(KITS_DIR / kit.id / "world.py").read_text(encoding="utf-8"),
+        world="" if inline else kit_example["world.py"],
+        example_kit=example_kit,
+        example_kit_files=kit_example if inline else {},
         example_name=example_name,
         example=example,
     )
@@ -132,7 +166,7 @@ def _review(
 ) -> tuple[Path, ValidationReport | None] | None:
     """Check and validate one answer; record why it is refused (None) or return its stage."""
     try:
-        answer = CodegenAnswer.model_validate(json_payload(text))
+        answer = _answer_type(spec).model_validate(json_payload(text))
     except (ValueError, ValidationError) as exc:
         attempt.problems.append(
             "the answer is not the JSON object asked for "
@@ -140,6 +174,12 @@ def _review(
         )
         return None
     attempt.problems += check_task_module(answer.task_module, kit.schemas)
+    files = None
+    if isinstance(answer, KitAnswer):
+        attempt.problems += check_kit_modules(
+            answer.tools_module, answer.world_module, kit.schemas
+        )
+        files = kit_files(spec, answer.tools_module, answer.world_module)
     if attempt.problems:
         return None
     try:
@@ -156,6 +196,7 @@ def _review(
         about=spec.description,
         lacking="fails the task in the way the lacking turns play",
         origin="task module written by the LLM codegen",
+        kit_files=files,
     )
     try:
         staging, report = stage(task)
@@ -179,10 +220,17 @@ def _keep(folder: Path, attempt: Attempt, messages: list[dict[str, str]]) -> Non
     )
     (folder / "answer.txt").write_text(attempt.answer, encoding="utf-8")
     try:
-        module = CodegenAnswer.model_validate(json_payload(attempt.answer)).task_module
-        (folder / "task.py").write_text(module, encoding="utf-8")
-    except (ValueError, ValidationError):
-        pass
+        answer = json_payload(attempt.answer)
+    except ValueError:
+        answer = None
+    names = {
+        "task_module": "task.py",
+        "tools_module": "tools.py",
+        "world_module": "world.py",
+    }
+    for key, filename in names.items():
+        if isinstance(answer, dict) and isinstance(answer.get(key), str):
+            (folder / filename).write_text(answer[key], encoding="utf-8")
     (folder / "problems.txt").write_text(
         "\n".join(attempt.problems) + "\n", encoding="utf-8"
     )

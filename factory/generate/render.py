@@ -115,6 +115,7 @@ class TaskSource:
     about: str  # what the capability is
     lacking: str  # what an agent without it does
     origin: str  # where the task module came from, for the README
+    kit_files: dict[str, str] | None = None  # an inline target's kit; None: built in
 
 
 def template_task(spec: CapabilitySpec) -> TaskSource:
@@ -196,6 +197,6 @@ def render_package(
     )
     files = format_python(files)
     files["capability.json"] = spec.to_json()
-    for path, text in runtime_files(kit.id).items():
+    for path, text in runtime_files(kit.id, task.kit_files).items():
         files[f"{names.package}/_runtime/{path}"] = text
     return files

@@ -43,13 +43,22 @@ def content_hash(files: dict[str, str]) -> str:
     return digest.hexdigest()
 
 
-def runtime_files(kit: str) -> dict[str, str]:
-    """{path relative to `_runtime/`: text} for the runtime core and `kit`, with the stamp."""
+def runtime_files(kit: str, kit_files: dict[str, str] | None = None) -> dict[str, str]:
+    """{path relative to `_runtime/`: text} for the runtime core and `kit`, with the stamp.
+
+    `kit_files` ({file name: text}) is a kit that is not built in (an inline
+    target's, written by the LLM codegen); otherwise the kit's folder is copied.
+    """
     core = sorted(RUNTIME_DIR.glob("*.py"))
+    paths = core if kit_files is not None else [*core, *_kit_files(kit)]
     files = {
         path.relative_to(RUNTIME_DIR).as_posix(): path.read_text(encoding="utf-8")
-        for path in [*core, *_kit_files(kit)]
+        for path in paths
     }
+    if kit_files is not None:
+        init = RUNTIME_DIR / "kits" / "__init__.py"
+        files["kits/__init__.py"] = init.read_text(encoding="utf-8")
+        files.update({f"kits/{kit}/{name}": text for name, text in kit_files.items()})
     stamp = {
         "runtime_version": RUNTIME_VERSION,
         "kit": kit,
