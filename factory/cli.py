@@ -1,4 +1,4 @@
-"""The `factory` command: schema, kits, analyze, generate, validate."""
+"""The `factory` command: schema, kits, analyze, generate, validate, calibrate."""
 
 from __future__ import annotations
 
@@ -78,6 +78,49 @@ def _validate(arguments: argparse.Namespace) -> int:
     if report.problems:
         print("\n" + report.tests_output[-3000:] if not report.tests_passed else "")
         return 1
+    return 0
+
+
+def _calibrate(arguments: argparse.Namespace) -> int:
+    from factory.validate import calibrate
+
+    package = Path(arguments.package)
+    seeds = range(arguments.first_seed, arguments.first_seed + arguments.seeds)
+    model = Path(arguments.model)
+    if model.is_dir() or model.suffix == ".gguf":
+        result = calibrate.calibrate_local(
+            str(package),
+            arguments.model,
+            seeds,
+            arguments.samples,
+            arguments.adapter,
+            arguments.temperature,
+            arguments.max_tokens,
+        )
+    else:
+        if arguments.adapter:
+            raise FactoryError(
+                "--adapter needs a local model folder as --model; an endpoint serves "
+                "its adapters by model name"
+            )
+        result = calibrate.calibrate_openai(
+            calibrate.package_env(package),
+            arguments.model,
+            seeds,
+            arguments.samples,
+            arguments.temperature,
+            arguments.max_tokens,
+        )
+    result.check_band()
+    print(result.summary())
+    if arguments.json:
+        try:
+            Path(arguments.json).write_text(json.dumps(result.as_dict(), indent=2) + "\n")
+        except OSError as exc:
+            raise FactoryError(
+                f"--json: cannot write {arguments.json} ({exc.strerror}); give a "
+                "writable file path"
+            ) from None
     return 0
 
 
@@ -243,6 +286,48 @@ def build_parser() -> argparse.ArgumentParser:
         "--force", action="store_true", help="replace a non-empty output folder"
     )
     ana.set_defaults(run=_analyze)
+    cal = commands.add_parser(
+        "calibrate",
+        help="how hard a package is for a model: success, informative groups, pass@k",
+    )
+    cal.add_argument("package", help="generated_envs/<cap>")
+    cal.add_argument(
+        "--model",
+        required=True,
+        help="a model at OPENAI_BASE_URL, or a local transformers model folder (or .gguf)",
+    )
+    cal.add_argument(
+        "--adapter", default=None, help="a PEFT adapter folder (local models only)"
+    )
+    cal.add_argument(
+        "--seeds", type=_bounded(int, 1, 10_000), default=20, help="seeds (default: 20)"
+    )
+    cal.add_argument(
+        "--first-seed",
+        type=_bounded(int, 0, 2**31 - 1),
+        default=10_000,
+        help="first seed (default: 10000, apart from training seeds)",
+    )
+    cal.add_argument(
+        "--samples",
+        type=_bounded(int, 1, 64),
+        default=4,
+        help="samples per seed, K (default: 4)",
+    )
+    cal.add_argument(
+        "--temperature",
+        type=_bounded(float, 0.01, 2.0),
+        default=1.0,
+        help="sampling temperature (default: 1.0)",
+    )
+    cal.add_argument(
+        "--max-tokens",
+        type=_bounded(int, 1, 32_768),
+        default=512,
+        help="tokens per model turn (default: 512)",
+    )
+    cal.add_argument("--json", default=None, help="also write the figures to this file")
+    cal.set_defaults(run=_calibrate)
     val = commands.add_parser("validate", help="validate a generated package")
     val.add_argument("package", help="generated_envs/<cap>")
     val.add_argument(

@@ -1,7 +1,8 @@
 """A local OpenAI-compatible `/v1/chat/completions` server with scripted answers.
 
 Tests reach it through the real `openai` client (OPENAI_BASE_URL points at it).
-`answer(body)` returns the assistant's text, or None to stall (a timeout).
+`answer(body)` returns the assistant's text or whole message (a dict, e.g. with
+`tool_calls`), or None to stall (a timeout).
 """
 
 from __future__ import annotations
@@ -16,11 +17,16 @@ from typing import Any
 
 import pytest
 
-Answer = Callable[[dict[str, Any]], str | None]
+Answer = Callable[[dict[str, Any]], str | dict[str, Any] | None]
 
 
-def completion(model: str, content: str) -> dict[str, Any]:
-    """A chat.completion object holding one assistant message."""
+def completion(model: str, content: str | dict[str, Any]) -> dict[str, Any]:
+    """A chat.completion object holding one assistant message (text, or the message)."""
+    message = (
+        content
+        if isinstance(content, dict)
+        else {"role": "assistant", "content": content}
+    )
     return {
         "id": "cmpl-1",
         "object": "chat.completion",
@@ -29,8 +35,8 @@ def completion(model: str, content: str) -> dict[str, Any]:
         "choices": [
             {
                 "index": 0,
-                "finish_reason": "stop",
-                "message": {"role": "assistant", "content": content},
+                "finish_reason": "tool_calls" if message.get("tool_calls") else "stop",
+                "message": message,
             }
         ],
         "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},

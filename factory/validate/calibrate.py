@@ -1,0 +1,254 @@
+"""`factory calibrate`: how hard a package is for a given model, against TRACE's band.
+
+N seeds x K samples per seed, played by a model through an OpenAI-compatible
+endpoint (tools passed as OpenAI schemas) or by a local transformers model
+(optionally with a PEFT adapter, through the trainer's rollout code). Reported:
+mean reward, success rate with its 95% Wilson interval, the share of
+informative groups (a seed's K rewards not all equal: GRPO learns only from
+those), and unbiased pass@k. TRACE trains where mean success is 0.2 to 0.6 and
+at least half the groups are informative; outside that band it warns.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from factory.errors import FactoryError
+
+BAND = (0.2, 0.6)
+MIN_INFORMATIVE = 0.5
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k from n samples with c successes (Chen et al. 2021)."""
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def wilson(successes: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """The 95% Wilson score interval of a success rate."""
+    if n == 0:
+        return 0.0, 1.0
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+@dataclass
+class Calibration:
+    """The band figures of one package for one model."""
+
+    model: str
+    seeds: list[int]
+    samples: int
+    rewards: list[list[float]]  # per seed, K rewards
+    successes: list[list[bool]]
+    failures: int = 0  # episodes that ended in an error (counted as reward 0)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def episodes(self) -> int:
+        return sum(len(group) for group in self.successes)
+
+    @property
+    def success_rate(self) -> float:
+        return sum(map(sum, self.successes)) / max(self.episodes, 1)
+
+    @property
+    def mean_reward(self) -> float:
+        return sum(map(sum, self.rewards)) / max(self.episodes, 1)
+
+    @property
+    def informative_share(self) -> float:
+        informative = [len(set(group)) > 1 for group in self.rewards]
+        return sum(informative) / max(len(informative), 1)
+
+    def pass_at(self, k: int) -> float:
+        return sum(
+            pass_at_k(len(group), sum(group), k) for group in self.successes
+        ) / max(len(self.successes), 1)
+
+    def check_band(self) -> None:
+        """Fill `warnings` with every way the figures miss TRACE's band."""
+        low, high = BAND
+        self.warnings = []
+        if not low <= self.success_rate <= high:
+            self.warnings.append(
+                f"mean success {self.success_rate:.2f} is outside TRACE's band "
+                f"[{low}, {high}]: {'raise' if self.success_rate > high else 'lower'} "
+                "the difficulty knobs in capability.json (generation.difficulty)"
+            )
+        if self.informative_share < MIN_INFORMATIVE:
+            self.warnings.append(
+                f"only {self.informative_share:.0%} of groups are informative "
+                f"(need {MIN_INFORMATIVE:.0%}): GRPO gets no signal from groups whose "
+                "rewards are all equal; change difficulty, temperature or samples"
+            )
+        if self.failures:
+            self.warnings.append(f"{self.failures} episode(s) ended in an error")
+
+    def as_dict(self) -> dict[str, Any]:
+        low, high = wilson(sum(map(sum, self.successes)), self.episodes)
+        return {
+            **asdict(self),
+            "episodes": self.episodes,
+            "success_rate": self.success_rate,
+            "success_ci95": [low, high],
+            "mean_reward": self.mean_reward,
+            "informative_share": self.informative_share,
+            "pass_at_1": self.pass_at(1),
+            f"pass_at_{self.samples}": self.pass_at(self.samples),
+        }
+
+    def summary(self) -> str:
+        low, high = wilson(sum(map(sum, self.successes)), self.episodes)
+        lines = [
+            f"calibration of {self.model} on {len(self.seeds)} seeds x {self.samples} samples",
+            f"  success            {self.success_rate:.2f}  (95% CI {low:.2f}-{high:.2f})",
+            f"  mean reward        {self.mean_reward:.2f}",
+            f"  informative groups {self.informative_share:.0%}",
+            f"  pass@1 {self.pass_at(1):.2f}   pass@{self.samples} {self.pass_at(self.samples):.2f}",
+            "  band               " + ("inside" if not self.warnings else "OUTSIDE"),
+        ]
+        return "\n".join(lines + [f"    - {w}" for w in self.warnings])
+
+
+def _episode_openai(
+    env: Any, seed: int, client: Any, model: str, temperature: float, max_tokens: int
+) -> tuple[float, bool]:
+    """One episode through chat completions: the env's messages and tools in, messages out."""
+    import openai
+
+    observation, info = env.reset(seed=seed)
+    messages = json.loads(observation)
+    while True:
+        try:
+            response = client.chat.completions.create(
+                model=model,
+                messages=messages,
+                tools=info["tools"],
+                temperature=temperature,
+                max_tokens=max_tokens,
+            )
+        except openai.APIConnectionError as exc:
+            raise FactoryError(
+                f"cannot reach the LLM endpoint ({exc}); check OPENAI_BASE_URL"
+            ) from None
+        except openai.APIStatusError as exc:
+            raise FactoryError(
+                f"the LLM endpoint refused the request ({exc.status_code}); check --model"
+            ) from None
+        message = response.choices[0].message.model_dump(exclude_none=True)
+        message = {
+            k: message[k] for k in ("role", "content", "tool_calls") if k in message
+        }
+        messages.append(message)
+        observation, reward, terminated, truncated, info = env.step(json.dumps(message))
+        messages.extend(json.loads(observation))
+        if terminated or truncated:
+            return float(reward), bool(info.get("success", False))
+
+
+def package_env(package_dir: Path) -> type:
+    """The Env class of the package in `package_dir` (imported from its folder)."""
+    from factory.generate.render import PackageNames
+    from factory.spec import load_spec
+
+    if not (package_dir / "capability.json").is_file():
+        raise FactoryError(
+            f"{package_dir} is not a generated package (no capability.json)"
+        )
+    names = PackageNames(load_spec(package_dir / "capability.json").name)
+    sys.path.insert(0, str(package_dir.resolve()))
+    try:
+        module = importlib.import_module(names.package)
+    except Exception as exc:  # noqa: BLE001 - any import failure is the package's
+        raise FactoryError(
+            f"{package_dir}: cannot import {names.package} ({exc!r}); run `factory "
+            "validate` on it"
+        ) from None
+    finally:
+        sys.path.pop(0)
+    return getattr(module, f"{names.camel}Env")
+
+
+def calibrate_openai(
+    env_class: type,
+    model: str,
+    seeds: Sequence[int],
+    samples: int,
+    temperature: float = 1.0,
+    max_tokens: int = 512,
+    client: Any = None,
+) -> Calibration:
+    """Play K episodes per seed through an OpenAI-compatible endpoint."""
+    from tqdm import tqdm
+
+    from factory.llm import openai_client
+
+    client = client or openai_client(
+        "factory calibrate", "or pass a local model folder"
+    )
+    rewards: list[list[float]] = []
+    successes: list[list[bool]] = []
+    env = env_class()
+    with tqdm(total=len(seeds) * samples, desc="calibrate", unit="episode") as bar:
+        for seed in seeds:
+            group = []
+            for _ in range(samples):
+                group.append(
+                    _episode_openai(env, seed, client, model, temperature, max_tokens)
+                )
+                bar.update(1)
+            rewards.append([r for r, _ in group])
+            successes.append([s for _, s in group])
+    return Calibration(model, list(seeds), samples, rewards, successes)
+
+
+def calibrate_local(
+    package_dir: str,
+    model: str,
+    seeds: Sequence[int],
+    samples: int,
+    adapter: str | None = None,
+    temperature: float = 1.0,
+    max_tokens: int = 512,
+) -> Calibration:
+    """Play K episodes per seed with a local transformers model (and adapter), as the trainer does."""
+    from trainer.envs import resolve_env
+    from trainer.errors import TrainerError
+    from trainer.generation import TransformersGenerator
+    from trainer.models import load_adapter, load_base
+    from trainer.rollout import RolloutLimits, collect
+
+    try:
+        handle = resolve_env(package_dir)
+        base, tokenizer = load_base(model)
+        policy = load_adapter(base, adapter) if adapter else base
+    except TrainerError as exc:
+        raise FactoryError(str(exc)) from None
+    max_turns = int(handle.capability.get("generation", {}).get("max_turns", 30))
+    limits = RolloutLimits(
+        max_turns=max_turns, max_new_tokens=max_tokens, temperature=temperature
+    )
+    played = collect(
+        handle,
+        TransformersGenerator(policy, tokenizer),
+        tokenizer,
+        seeds,
+        samples,
+        limits,
+    )
+    rewards = [[e.reward for e in played if e.group == g] for g in range(len(seeds))]
+    successes = [[e.success for e in played if e.group == g] for g in range(len(seeds))]
+    failures = sum(e.error is not None and e.error != "token limit" for e in played)
+    return Calibration(model, list(seeds), samples, rewards, successes, failures)

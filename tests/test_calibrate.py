@@ -1,0 +1,102 @@
+"""`factory calibrate`: the band figures, through a scripted endpoint and with a local tiny model."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from factory.cli import main
+from factory.validate.calibrate import Calibration, pass_at_k, wilson
+from tests.conftest import ROOT
+from tests.scripted_endpoint import scripted_endpoint
+
+PACKAGE = ROOT / "generated_envs" / "date_time_recovery"
+
+
+def test_pass_at_k_and_wilson() -> None:
+    assert pass_at_k(4, 0, 1) == 0.0 and pass_at_k(4, 4, 1) == 1.0
+    assert pass_at_k(4, 1, 1) == pytest.approx(0.25)
+    assert pass_at_k(4, 1, 4) == 1.0 and pass_at_k(4, 1, 2) == pytest.approx(0.5)
+    low, high = wilson(5, 10)
+    assert 0.23 < low < 0.24 and 0.76 < high < 0.77
+
+
+def test_band_warnings() -> None:
+    easy = Calibration("m", [0, 1], 2, [[1.0, 1.0], [1.0, 1.0]], [[True] * 2] * 2)
+    easy.check_band()
+    assert any("outside" in w and "raise" in w for w in easy.warnings)
+    assert any("informative" in w for w in easy.warnings)
+    mixed = Calibration(
+        "m", [0, 1], 2, [[1.0, 0.0], [0.0, 1.0]], [[True, False], [False, True]]
+    )
+    mixed.check_band()
+    assert mixed.warnings == [] and mixed.informative_share == 1.0
+    assert mixed.as_dict()["pass_at_2"] == 1.0 and "inside" in mixed.summary()
+
+
+def _alternating_policy() -> Any:
+    """Plays the gold turns on even episodes of a task and the lacking turns on odd ones."""
+    sys.path.insert(0, str(PACKAGE))
+    package = importlib.import_module("trace_env_date_time_recovery")
+    runtime = importlib.import_module("trace_env_date_time_recovery._runtime")
+    tasks = {}
+    for seed in range(10_000, 10_003):
+        task = package.FAMILY.generate(seed)
+        tasks[task.instruction] = task
+    starts: dict[str, int] = {}
+
+    def answer(body: dict[str, Any]) -> dict[str, Any]:
+        assert [t["function"]["name"] for t in body["tools"]][:1]
+        messages = body["messages"]
+        instruction = messages[1]["content"]
+        turn = sum(m["role"] == "assistant" for m in messages)
+        if turn == 0:
+            starts[instruction] = starts.get(instruction, -1) + 1
+        task = tasks[instruction]
+        turns = task.gold_turns if starts[instruction] % 2 == 0 else task.lacking_turns
+        if turn >= len(turns):
+            return {"role": "assistant", "content": runtime.policies.CLOSING}
+        return json.loads(runtime.policies.turn_to_action(turns[turn], turn + 1))
+
+    return answer
+
+
+def test_calibrate_through_an_endpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "figures.json"
+    with scripted_endpoint(monkeypatch, _alternating_policy()) as requests:
+        code = main(
+            ["calibrate", str(PACKAGE), "--model", "agent", "--seeds", "3", "--samples", "2",
+             "--json", str(out)]
+        )  # fmt: skip
+    assert code == 0
+    figures = json.loads(out.read_text())
+    assert figures["episodes"] == 6 and figures["success_rate"] == 0.5
+    assert figures["informative_share"] == 1.0 and figures["pass_at_2"] == 1.0
+    assert figures["warnings"] == [] and "inside" in capsys.readouterr().out
+    assert requests[0]["tools"] and requests[0]["model"] == "agent"
+
+
+def test_calibrate_a_local_model_and_bad_settings(
+    tiny_model_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    command = ["calibrate", str(PACKAGE), "--model", str(tiny_model_dir)]
+    assert main([*command, "--seeds", "2", "--samples", "2", "--max-tokens", "8"]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "2 seeds x 2 samples" in out and "OUTSIDE" in out
+    )  # a random model never succeeds
+    quick = [*command, "--seeds", "1", "--samples", "1", "--max-tokens", "4"]
+    assert main([*quick, "--json", str(tiny_model_dir)]) == 2  # a folder, not a file
+    assert "--json" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exited:
+        main([*command, "--samples", "0"])
+    assert exited.value.code == 2
+    assert main(["calibrate", str(ROOT), "--model", "x"]) == 2
+    assert "not a generated package" in capsys.readouterr().err
