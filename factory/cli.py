@@ -86,36 +86,52 @@ def _calibrate(arguments: argparse.Namespace) -> int:
 
     package = Path(arguments.package)
     seeds = range(arguments.first_seed, arguments.first_seed + arguments.seeds)
-    model = Path(arguments.model)
-    if model.is_dir() or model.suffix == ".gguf":
-        result = calibrate.calibrate_local(
-            str(package),
-            arguments.model,
-            seeds,
-            arguments.samples,
-            arguments.adapter,
-            arguments.temperature,
-            arguments.max_tokens,
+    env_class = calibrate.package_env(package)
+    local = Path(arguments.model).is_dir() or arguments.model.endswith(".gguf")
+    if arguments.adapter and not local:
+        raise FactoryError(
+            "--adapter needs a local model folder as --model; an endpoint serves "
+            "its adapters by model name"
+        )
+    if arguments.tune and not arguments.spec:
+        raise FactoryError(
+            "--tune writes the knobs into a spec: pass --spec capability.json"
+        )
+
+    def play(difficulty: dict[str, int] | None) -> calibrate.Calibration:
+        if local:
+            return calibrate.calibrate_local(
+                str(package), arguments.model, seeds, arguments.samples,
+                arguments.adapter, arguments.temperature, arguments.max_tokens, difficulty,
+            )  # fmt: skip
+        return calibrate.calibrate_openai(
+            env_class, arguments.model, seeds, arguments.samples,
+            arguments.temperature, arguments.max_tokens, difficulty=difficulty,
+        )  # fmt: skip
+
+    if arguments.tune:
+        family = env_class.family
+        calibrate.tuned_spec(Path(arguments.spec), family.name)
+        best, result, tried = calibrate.tune(play, family.knobs, family.difficulty)
+        for setting, figures in tried:
+            print(
+                f"  {json.dumps(setting)}: success {figures.success_rate:.2f}, "
+                f"informative {figures.informative_share:.0%}"
+            )
+        calibrate.write_difficulty(Path(arguments.spec), family.name, best)
+        print(
+            f"wrote generation.difficulty={json.dumps(best)} into {arguments.spec}; "
+            f"rebuild and validate: factory generate {arguments.spec} --force"
         )
     else:
-        if arguments.adapter:
-            raise FactoryError(
-                "--adapter needs a local model folder as --model; an endpoint serves "
-                "its adapters by model name"
-            )
-        result = calibrate.calibrate_openai(
-            calibrate.package_env(package),
-            arguments.model,
-            seeds,
-            arguments.samples,
-            arguments.temperature,
-            arguments.max_tokens,
-        )
+        result = play(None)
     result.check_band()
     print(result.summary())
     if arguments.json:
         try:
-            Path(arguments.json).write_text(json.dumps(result.as_dict(), indent=2) + "\n")
+            Path(arguments.json).write_text(
+                json.dumps(result.as_dict(), indent=2) + "\n"
+            )
         except OSError as exc:
             raise FactoryError(
                 f"--json: cannot write {arguments.json} ({exc.strerror}); give a "
@@ -327,6 +343,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="tokens per model turn (default: 512)",
     )
     cal.add_argument("--json", default=None, help="also write the figures to this file")
+    cal.add_argument(
+        "--tune",
+        action="store_true",
+        help="search the difficulty knobs for the band and write them into --spec",
+    )
+    cal.add_argument(
+        "--spec", default=None, help="with --tune: the capability.json to update"
+    )
     cal.set_defaults(run=_calibrate)
     val = commands.add_parser("validate", help="validate a generated package")
     val.add_argument("package", help="generated_envs/<cap>")

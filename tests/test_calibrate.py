@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from factory.cli import main
-from factory.validate.calibrate import Calibration, pass_at_k, wilson
+from factory.runtime import Knob
+from factory.validate.calibrate import Calibration, pass_at_k, tune, wilson
 from tests.conftest import ROOT
 from tests.scripted_endpoint import scripted_endpoint
 
@@ -57,7 +58,9 @@ def _alternating_policy() -> Any:
         turn = sum(m["role"] == "assistant" for m in messages)
         if turn == 0:
             starts[instruction] = starts.get(instruction, -1) + 1
-        task = tasks[instruction]
+        task = tasks.get(instruction)
+        if task is None:  # another difficulty (--tune): fail politely
+            return {"role": "assistant", "content": runtime.policies.CLOSING}
         turns = task.gold_turns if starts[instruction] % 2 == 0 else task.lacking_turns
         if turn >= len(turns):
             return {"role": "assistant", "content": runtime.policies.CLOSING}
@@ -100,3 +103,51 @@ def test_calibrate_a_local_model_and_bad_settings(
     assert exited.value.code == 2
     assert main(["calibrate", str(ROOT), "--model", "x"]) == 2
     assert "not a generated package" in capsys.readouterr().err
+
+
+def test_tune_finds_the_knob_value_nearest_the_band() -> None:
+    knobs = (Knob("distractors", 2, 0, 8, "h"), Knob("steps", 1, 1, 3, "h"))
+
+    def play(difficulty: dict[str, int]) -> Calibration:
+        rate = 1.0 - difficulty["distractors"] / 8  # harder with more distractors
+        wins = round(rate * 4)
+        group = [True] * wins + [False] * (4 - wins)
+        return Calibration("m", [0], 4, [[float(w) for w in group]], [group])
+
+    best, result, tried = tune(play, knobs, {"distractors": 2, "steps": 1})
+    assert best == {"distractors": 4, "steps": 1} and result.success_rate == 0.5
+    assert (
+        len(tried) == 1 + 4 + 2
+    )  # start, the other distractor values, the other steps
+
+
+def test_tune_writes_the_spec(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = tmp_path / "capability.json"
+    spec.write_text((PACKAGE / "capability.json").read_text())
+    command = [
+        "calibrate",
+        str(PACKAGE),
+        "--model",
+        "agent",
+        "--seeds",
+        "3",
+        "--samples",
+        "2",
+    ]
+    assert main([*command, "--tune"]) == 2 and "--spec" in capsys.readouterr().err
+    with scripted_endpoint(monkeypatch, _alternating_policy()):
+        assert main([*command, "--tune", "--spec", str(spec)]) == 0
+    written = json.loads(spec.read_text())["generation"]["difficulty"]
+    assert written == {
+        "horizon_days": 10,
+        "expression_kinds": 3,
+    }  # the default was best
+    assert "factory generate" in capsys.readouterr().out
+    other = tmp_path / "other.json"
+    other.write_text(
+        (ROOT / "generated_envs/multi_step_task_completion/capability.json").read_text()
+    )
+    with scripted_endpoint(monkeypatch, _alternating_policy()):
+        assert main([*command, "--tune", "--spec", str(other)]) == 2

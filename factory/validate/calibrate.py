@@ -14,13 +14,16 @@ from __future__ import annotations
 import importlib
 import json
 import math
+import os
 import sys
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from factory.errors import FactoryError
+from factory.runtime import Knob
 
 BAND = (0.2, 0.6)
 MIN_INFORMATIVE = 0.5
@@ -189,6 +192,7 @@ def calibrate_openai(
     temperature: float = 1.0,
     max_tokens: int = 512,
     client: Any = None,
+    difficulty: dict[str, int] | None = None,
 ) -> Calibration:
     """Play K episodes per seed through an OpenAI-compatible endpoint."""
     from tqdm import tqdm
@@ -200,7 +204,7 @@ def calibrate_openai(
     )
     rewards: list[list[float]] = []
     successes: list[list[bool]] = []
-    env = env_class()
+    env = env_class(difficulty=difficulty)
     with tqdm(total=len(seeds) * samples, desc="calibrate", unit="episode") as bar:
         for seed in seeds:
             group = []
@@ -214,6 +218,17 @@ def calibrate_openai(
     return Calibration(model, list(seeds), samples, rewards, successes)
 
 
+@dataclass(frozen=True)
+class _WithDifficulty:
+    """The trainer's environment handle, making environments at given knob values."""
+
+    handle: Any
+    difficulty: dict[str, int]
+
+    def make(self, **kwargs: Any) -> Any:
+        return self.handle.make(difficulty=self.difficulty, **kwargs)
+
+
 def calibrate_local(
     package_dir: str,
     model: str,
@@ -222,6 +237,7 @@ def calibrate_local(
     adapter: str | None = None,
     temperature: float = 1.0,
     max_tokens: int = 512,
+    difficulty: dict[str, int] | None = None,
 ) -> Calibration:
     """Play K episodes per seed with a local transformers model (and adapter), as the trainer does."""
     from trainer.envs import resolve_env
@@ -252,3 +268,77 @@ def calibrate_local(
     successes = [[e.success for e in played if e.group == g] for g in range(len(seeds))]
     failures = sum(e.error is not None and e.error != "token limit" for e in played)
     return Calibration(model, list(seeds), samples, rewards, successes, failures)
+
+
+def _grid(knob: Knob) -> list[int]:
+    """Up to five values across a knob's range: its ends, default and quartiles."""
+    low, high = knob.minimum, knob.maximum
+    values = {low, high, knob.default, (low + high) // 2}
+    values |= {low + (high - low) // 4, high - (high - low) // 4}
+    return sorted(values)
+
+
+def _distance(result: Calibration) -> float:
+    """How far from the band's middle, with a penalty for too few informative groups."""
+    middle = sum(BAND) / 2
+    penalty = 1.0 if result.informative_share < MIN_INFORMATIVE else 0.0
+    return abs(result.success_rate - middle) + penalty
+
+
+def tune(
+    play: Callable[[dict[str, int]], Calibration],
+    knobs: Sequence[Knob],
+    start: dict[str, int],
+) -> tuple[dict[str, int], Calibration, list[tuple[dict[str, int], Calibration]]]:
+    """Coordinate search over the knobs for the figures nearest the band's middle.
+
+    Each knob in turn tries its grid with the others held at the best so far;
+    returns (best knob values, their calibration, every setting tried).
+    """
+    best, best_result = dict(start), play(dict(start))
+    tried = [(dict(start), best_result)]
+    for knob in knobs:
+        for value in _grid(knob):
+            if value == best[knob.name]:
+                continue
+            candidate = {**best, knob.name: value}
+            result = play(candidate)
+            tried.append((candidate, result))
+            if _distance(result) < _distance(best_result):
+                best, best_result = candidate, result
+    return best, best_result, tried
+
+
+def tuned_spec(spec_path: Path, package_name: str) -> Any:
+    """The spec `--tune` will update, checked to be the calibrated package's."""
+    from factory.spec import load_spec
+
+    spec = load_spec(spec_path)
+    if spec.name != package_name:
+        raise FactoryError(
+            f"--spec: {spec_path} is the spec of '{spec.name}', not of the calibrated "
+            f"package '{package_name}'"
+        )
+    return spec
+
+
+def write_difficulty(
+    spec_path: Path, package_name: str, difficulty: dict[str, int]
+) -> str:
+    """Write tuned knob values into the spec (atomically); the spec's text as written."""
+    spec = tuned_spec(spec_path, package_name)
+    spec.generation.difficulty = dict(difficulty)
+    text = spec.to_json()
+    handle, temporary = tempfile.mkstemp(
+        prefix=f".{spec_path.name}.", dir=spec_path.parent
+    )
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(temporary, spec_path)
+    except OSError as exc:
+        Path(temporary).unlink(missing_ok=True)
+        raise FactoryError(
+            f"--spec: cannot write {spec_path} ({exc.strerror})"
+        ) from None
+    return text
