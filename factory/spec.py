@@ -66,7 +66,7 @@ class InlineTarget(_Model):
     """A custom target: its tools (OpenAI schemas), policy text, state description and samples."""
 
     tools: list[ToolSchema] = Field(min_length=1, max_length=64)
-    policy: str = Field(min_length=1, max_length=20_000)
+    policy: str = Field(min_length=1, max_length=100_000)
     state: str = Field(
         min_length=1, max_length=20_000, description="what the target's state holds"
     )

