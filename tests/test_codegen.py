@@ -15,6 +15,7 @@ from tests.scripted_endpoint import scripted_endpoint
 
 MODULE = (ROOT / "factory/archetypes/date_time_recovery/phone.py").read_text()
 SUMMARY = "A reminder at a relative date; gold resolves it with the date tools."
+LACKING = "computes the date in its head and sets the reminder a day off"
 SPEC = {
     "schema_version": "1.0",
     "name": "reminder_dates",
@@ -30,7 +31,9 @@ SPEC = {
 def _answer(module: str) -> str:
     return (
         "Here it is:\n```json\n"
-        + json.dumps({"summary": SUMMARY, "task_module": module})
+        + json.dumps(
+            {"summary": SUMMARY, "task_module": module, "lacking_behaviour": LACKING}
+        )
         + "\n```"
     )
 
@@ -77,6 +80,7 @@ def test_a_model_written_module_lands_as_a_validated_package(
     assert "from ._runtime" in task and "written by the LLM codegen" not in task
     assert SUMMARY.split(";")[0].lower()[2:] in task.replace("\n", " ").lower()
     assert main(["validate", str(package), "--seeds", "5"]) == 0
+    assert f"An agent that lacks it {LACKING}" in (package / "README.md").read_text()
     system, request = (m["content"] for m in requests[0]["messages"])
     assert "build_task(rng: random.Random" in system and "Answer format" in system
     assert '"name": "add_reminder"' in request and "run-17" in request

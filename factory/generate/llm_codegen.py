@@ -50,6 +50,11 @@ class CodegenAnswer(BaseModel):
 
     summary: str = Field(min_length=10, max_length=2_000)
     task_module: str = Field(min_length=50, max_length=100_000)
+    lacking_behaviour: str = Field(
+        default="makes the mistake its lacking turns play (see `task.py`)",
+        min_length=5,
+        max_length=500,
+    )
 
 
 class KitAnswer(CodegenAnswer):
@@ -194,7 +199,7 @@ def _review(
         summary=answer.summary,
         family=spec.title,
         about=spec.description,
-        lacking="fails the task in the way the lacking turns play",
+        lacking=answer.lacking_behaviour,
         origin="task module written by the LLM codegen",
         kit_files=files,
     )
