@@ -171,6 +171,8 @@ def _analyze(arguments: argparse.Namespace) -> int:
             else ""
         )
     )
+    for ignored in analysis.ignored:
+        print(f"  ignored {ignored}")
     for s in analysis.selections:
         print(
             f"  {'RETAINED' if s.retained else 'dropped ':<9}{s.capability:<32} "

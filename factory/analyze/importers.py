@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +30,7 @@ class ImportResult:
     trajectories: list[Trajectory] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     formats: dict[str, str] = field(default_factory=dict)
+    ignored: list[str] = field(default_factory=list)  # folder files that hold no runs
 
 
 class BadRecord(FactoryError):
@@ -44,13 +46,52 @@ def _field_error(source: str, record: str, exc: ValidationError) -> BadRecord:
     return BadRecord(f"{source}: {record}: field '{where}': {first['msg']}")
 
 
+_KIND_NAMES = {dict: "an object", list: "a list", str: "a string", float: "a number"}
+
+
+def _get(
+    data: dict[str, Any], key: str, kind: type, where: str, default: Any = None
+) -> Any:
+    """`data[key]` if it is of `kind` (None or absent: `default`); else BadRecord naming it."""
+    value = data.get(key)
+    if value is None:
+        return default
+    if kind is float:
+        fits = (
+            isinstance(value, (int, float))
+            and not isinstance(value, bool)
+            and math.isfinite(value)
+        )
+    else:
+        fits = isinstance(value, kind)
+    if not fits:
+        raise BadRecord(
+            f"{where}: field '{key}' must be {_KIND_NAMES[kind]}, got "
+            f"{type(value).__name__} {json.dumps(value, default=str)[:60]}"
+        )
+    return float(value) if kind is float else value
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadRecord(
+            f"{path}: not valid UTF-8 (byte {exc.start}); save it as UTF-8"
+        ) from None
+    except OSError as exc:
+        raise BadRecord(f"{path}: cannot be read ({exc.strerror})") from None
+
+
 def _load_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(_read_text(path))
     except json.JSONDecodeError as exc:
-        raise FactoryError(
+        raise BadRecord(
             f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})"
         ) from None
+    except RecursionError:
+        raise BadRecord(f"{path}: JSON nested too deeply") from None
 
 
 def detect_format(path: Path) -> str:
@@ -79,18 +120,30 @@ def detect_format(path: Path) -> str:
 def _is_tau2_results(path: Path) -> bool:
     if path.suffix != ".json" or not path.is_file():
         return False
-    with path.open(encoding="utf-8") as handle:
-        head = handle.read(65536)
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(65536).decode("utf-8", errors="replace")
+    except OSError:
+        return False
     return '"simulations"' in head or ('"tasks"' in head and '"info"' in head)
 
 
-def _openai_tool_call(call: dict[str, Any]) -> dict[str, Any]:
+def _openai_tool_call(call: Any, where: str) -> dict[str, Any]:
+    if not isinstance(call, dict):
+        raise BadRecord(f"{where}: must be an object, got {type(call).__name__}")
+    name = _get(call, "name", str, where)
+    if not name:
+        raise BadRecord(f"{where}: field 'name' is missing")
     arguments = call.get("arguments", {})
+    if not isinstance(arguments, (str, dict)):
+        raise BadRecord(
+            f"{where}: field 'arguments' must be an object or a JSON string"
+        )
     return {
         "id": str(call.get("id", "")),
         "type": "function",
         "function": {
-            "name": call["name"],
+            "name": name,
             "arguments": arguments
             if isinstance(arguments, str)
             else json.dumps(arguments),
@@ -98,25 +151,38 @@ def _openai_tool_call(call: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def tau2_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """tau2-bench messages -> OpenAI chat messages (tool errors keep an `error` flag)."""
+def tau2_messages(messages: Any, where: str = "messages") -> list[dict[str, Any]]:
+    """tau2-bench messages -> OpenAI chat messages (tool errors keep an `error` flag).
+
+    Raises BadRecord naming the message and field when one is of the wrong type.
+    """
+    if not isinstance(messages, list):
+        raise BadRecord(f"{where}: must be a list of messages")
     converted = []
-    for message in messages:
-        role = message.get("role")
+    for index, message in enumerate(messages):
+        at = f"{where}[{index}]"
+        if not isinstance(message, dict):
+            raise BadRecord(f"{at}: must be an object, got {type(message).__name__}")
+        role = _get(message, "role", str, at)
+        content = _get(message, "content", str, at)
         if role == "tool":
             converted.append(
                 {
                     "role": "tool",
                     "tool_call_id": str(message.get("id", "")),
-                    "content": message.get("content") or "",
+                    "content": content or "",
                     "error": bool(message.get("error", False)),
                     "requestor": message.get("requestor", "assistant"),
                 }
             )
             continue
-        out = {"role": role, "content": message.get("content")}
-        if message.get("tool_calls"):
-            out["tool_calls"] = [_openai_tool_call(c) for c in message["tool_calls"]]
+        out: dict[str, Any] = {"role": role, "content": content}
+        calls = _get(message, "tool_calls", list, at, [])
+        if calls:
+            out["tool_calls"] = [
+                _openai_tool_call(c, f"{at}.tool_calls[{j}]")
+                for j, c in enumerate(calls)
+            ]
         converted.append(out)
     return converted
 
@@ -131,7 +197,9 @@ def load_tau2(path: Path, on_bad: OnBad) -> Iterator[Trajectory]:
     tasks = {
         str(t.get("id")): t for t in data.get("tasks") or [] if isinstance(t, dict)
     }
-    domain = ((data.get("info") or {}).get("environment_info") or {}).get("domain_name")
+    info = _get(data, "info", dict, str(path), {})
+    environment = _get(info, "environment_info", dict, f"{path}: info", {})
+    domain = _get(environment, "domain_name", str, f"{path}: info.environment_info")
     for index, simulation in enumerate(data["simulations"]):
         try:
             yield _tau2_record(path, f"simulations[{index}]", simulation, tasks, domain)
@@ -151,19 +219,33 @@ def _tau2_record(
     for key in ("task_id", "messages"):
         if key not in simulation:
             raise BadRecord(f"{path}: {record}: field '{key}' is missing")
-    reward_info = simulation.get("reward_info") or {}
-    reward = float(reward_info.get("reward", 0.0) or 0.0)
+    where = f"{path}: {record}"
+    reward_info = _get(simulation, "reward_info", dict, where, {})
+    reward = _get(reward_info, "reward", float, f"{where}.reward_info", 0.0)
     task = tasks.get(str(simulation["task_id"]), {})
-    criteria = task.get("evaluation_criteria") or {}
-    actions = [
-        {"name": a["name"], "arguments": a.get("arguments") or {}}
-        for a in criteria.get("actions") or []
-        if a.get("requestor", "assistant") == "assistant"
-    ]
+    task_where = f"{path}: task {str(simulation['task_id'])[:40]!r}"
+    criteria = _get(task, "evaluation_criteria", dict, task_where, {})
+    actions = []
+    raw_actions = _get(
+        criteria, "actions", list, f"{task_where}.evaluation_criteria", []
+    )
+    for index, action in enumerate(raw_actions):
+        at = f"{task_where}.evaluation_criteria.actions[{index}]"
+        if not isinstance(action, dict):
+            raise BadRecord(f"{at}: must be an object")
+        if action.get("requestor", "assistant") != "assistant":
+            continue
+        name = _get(action, "name", str, at)
+        if not name:
+            raise BadRecord(f"{at}: field 'name' is missing")
+        actions.append(
+            {"name": name, "arguments": _get(action, "arguments", dict, at, {})}
+        )
+    messages = tau2_messages(simulation["messages"], f"{where}.messages")
     try:
         return Trajectory(
             task_id=str(simulation["task_id"]),
-            messages=tau2_messages(simulation["messages"]),
+            messages=messages,
             reward=reward,
             success=reward >= TAU2_PASS,
             tools=None,
@@ -175,7 +257,13 @@ def _tau2_record(
                 "trial": simulation.get("trial"),
                 "termination_reason": simulation.get("termination_reason"),
                 "reward_info": reward_info,
-                "required_facts": criteria.get("communicate_info") or [],
+                "required_facts": _get(
+                    criteria,
+                    "communicate_info",
+                    list,
+                    f"{task_where}.evaluation_criteria",
+                    [],
+                ),
             },
         )
     except ValidationError as exc:
@@ -222,7 +310,24 @@ def _toolsandbox_record(
         for m in conversation
         if isinstance(m, dict)
     ]
-    similarity = float(result.get("similarity") or 0.0)
+    where = f"{folder}/result_summary.json: {record}"
+    similarity = _get(result, "similarity", float, where, 0.0)
+    try:
+        return _toolsandbox_trajectory(
+            folder, name, messages, similarity, result, threshold
+        )
+    except ValidationError as exc:
+        raise _field_error(f"{folder}/result_summary.json", record, exc) from None
+
+
+def _toolsandbox_trajectory(
+    folder: Path,
+    name: str,
+    messages: list[dict[str, Any]],
+    similarity: float,
+    result: dict[str, Any],
+    threshold: float,
+) -> Trajectory:
     return Trajectory(
         task_id=name,
         messages=messages,
@@ -240,31 +345,64 @@ def _toolsandbox_record(
 
 def load_jsonl(path: Path, on_bad: OnBad) -> Iterator[Trajectory]:
     """Trajectory records of a JSONL file, one per non-blank line."""
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
+    try:
+        handle = path.open("rb")
+    except OSError as exc:
+        on_bad(BadRecord(f"{path}: cannot be read ({exc.strerror})"))
+        return
+    with handle:
+        for number, raw in enumerate(handle, start=1):
+            if not raw.strip():
                 continue
             try:
-                yield _jsonl_record(path, number, line)
+                yield _jsonl_record(path, number, raw)
             except BadRecord as problem:
                 on_bad(problem)
 
 
-def _jsonl_record(path: Path, number: int, line: str) -> Trajectory:
+def _jsonl_record(path: Path, number: int, raw: bytes) -> Trajectory:
     try:
-        data = json.loads(line)
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise BadRecord(
+            f"{path}: line {number}: not valid UTF-8 (byte {exc.start})"
+        ) from None
     except json.JSONDecodeError as exc:
         raise BadRecord(f"{path}: line {number}: not valid JSON ({exc.msg})") from None
+    except RecursionError:
+        raise BadRecord(f"{path}: line {number}: JSON nested too deeply") from None
     try:
         return Trajectory.model_validate(data)
     except ValidationError as exc:
         raise _field_error(str(path), f"line {number}", exc) from None
 
 
+def _folder_files(folder: Path, result: ImportResult) -> tuple[list[Path], list[Path]]:
+    """(tau2 Results files, JSONL files) in a folder; every other file is reported as ignored."""
+    results, records = [], []
+    for file in sorted(p for p in folder.rglob("*") if p.is_file()):
+        if _is_tau2_results(file):
+            results.append(file)
+        elif file.suffix == ".jsonl":
+            records.append(file)
+        else:
+            reason = (
+                "a .json file that is not a tau2-bench Results file"
+                if file.suffix == ".json"
+                else "not .json or .jsonl"
+            )
+            result.ignored.append(f"{file}: {reason}")
+    return results, records
+
+
 def import_paths(
     paths: list[Path], skip_bad: bool = False, threshold: float = 1.0
 ) -> ImportResult:
-    """Read every input, detecting each one's format; bad records raise unless skipped."""
+    """Read every input, detecting each one's format; bad records raise unless skipped.
+
+    In a folder of tau2-bench results every file is read (Results JSON and JSONL
+    records) or listed in `ignored` with the reason.
+    """
     result = ImportResult()
 
     def on_bad(problem: BadRecord) -> None:
@@ -272,17 +410,29 @@ def import_paths(
             raise problem
         result.skipped.append(str(problem))
 
+    def guarded(load: Iterator[Trajectory]) -> list[Trajectory]:
+        """A file-level problem (unreadable, bad JSON) is one bad record."""
+        try:
+            return list(load)
+        except BadRecord as problem:
+            on_bad(problem)
+            return []
+
     for path in paths:
         kind = detect_format(path)
         result.formats[str(path)] = kind
         if kind == "jsonl":
-            result.trajectories += load_jsonl(path, on_bad)
+            result.trajectories += guarded(load_jsonl(path, on_bad))
         elif kind == "toolsandbox":
-            result.trajectories += load_toolsandbox(path, threshold, on_bad)
+            result.trajectories += guarded(load_toolsandbox(path, threshold, on_bad))
+        elif path.is_file():
+            result.trajectories += guarded(load_tau2(path, on_bad))
         else:
-            files = [path] if path.is_file() else sorted(path.rglob("*.json"))
-            for file in (f for f in files if _is_tau2_results(f)):
-                result.trajectories += load_tau2(file, on_bad)
+            results, records = _folder_files(path, result)
+            for file in results:
+                result.trajectories += guarded(load_tau2(file, on_bad))
+            for file in records:
+                result.trajectories += guarded(load_jsonl(file, on_bad))
     if not result.trajectories:
         raise FactoryError("no trajectories found in the inputs")
     return result

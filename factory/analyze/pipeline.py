@@ -8,10 +8,11 @@ capabilities/<name>.json, one spec per retained capability.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +64,7 @@ class Analysis:
     labels: LabelRun
     selections: list[Selection]
     skipped: list[str]
+    ignored: list[str] = field(default_factory=list)  # input files holding no runs
 
 
 def resolve_target(target: str) -> str | dict[str, Any]:
@@ -97,11 +99,39 @@ def resolve_target(target: str) -> str | dict[str, Any]:
     }
 
 
-def refuse_overwrite(output: Path, force: bool) -> None:
-    """A non-empty output folder is replaced only with --force."""
-    if output.exists() and any(output.iterdir()) and not force:
+MARKER = ".trace-analysis"  # in every output folder analyze writes; --force needs it
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    path, folder = path.resolve(), folder.resolve()
+    return path == folder or folder in path.parents
+
+
+def refuse_overwrite(output: Path, force: bool, inputs: Sequence[Path] = ()) -> None:
+    """Refuse an output that is a file, holds or sits in an input, or is not ours to replace."""
+    if output.is_symlink() or (output.exists() and not output.is_dir()):
+        raise FactoryError(f"--output {output} is a file or a link; give a folder")
+    for given in inputs:
+        if _inside(given, output):
+            raise FactoryError(
+                f"--output {output} holds the input {given}; analyze never replaces its "
+                "inputs: choose another --output"
+            )
+        if given.is_dir() and _inside(output, given):
+            raise FactoryError(
+                f"--output {output} is inside the input folder {given}; a later analysis "
+                "of that folder would read these outputs: choose another --output"
+            )
+    if not (output.is_dir() and any(output.iterdir())):
+        return
+    if not force:
         raise FactoryError(
             f"{output} exists and is not empty; pass --force to replace it"
+        )
+    if not (output / MARKER).is_file():
+        raise FactoryError(
+            f"{output} was not written by factory analyze (no {MARKER}); --force "
+            "replaces only analyze's own outputs: choose another --output"
         )
 
 
@@ -186,9 +216,10 @@ def write_outputs(
     settings: AnalysisSettings,
     labeller: str,
     force: bool = False,
+    inputs: Sequence[Path] = (),
 ) -> list[Path]:
     """Write every output into `output` atomically; return the spec paths."""
-    refuse_overwrite(output, force)
+    refuse_overwrite(output, force, inputs)
     output.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", dir=output.parent))
     staging.chmod(0o755)
@@ -211,6 +242,7 @@ def write_outputs(
             "delta": settings.delta,
             "seed": settings.seed,
             "skipped_records": len(analysis.skipped),
+            "ignored_files": analysis.ignored,
         }
         report.write_json(staging / "report.json", summary, rows)
         report.write_markdown(staging / "report.md", summary, rows)
@@ -247,9 +279,14 @@ def write_outputs(
             path = staging / "capabilities" / f"{spec.name}.json"
             path.write_text(spec.to_json(), encoding="utf-8")
             specs.append(output / "capabilities" / path.name)
-        if output.exists():
-            shutil.rmtree(output)
+        (staging / MARKER).write_text('{"written_by": "factory analyze"}\n')
+        retired = None
+        if output.exists():  # checked above: empty, or analyze's own
+            retired = output.with_name(f".{output.name}.old-{os.getpid()}")
+            output.rename(retired)
         staging.rename(output)
+        if retired is not None:
+            shutil.rmtree(retired, ignore_errors=True)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return specs
@@ -267,7 +304,7 @@ def run_analysis(
 ) -> tuple[Analysis, list[Path]]:
     """The whole `factory analyze` command: offline detectors, or an LLM labeller."""
     resolved = resolve_target(target)
-    refuse_overwrite(output, force)
+    refuse_overwrite(output, force, paths)
     imported = import_paths(paths, skip_bad=skip_bad, threshold=threshold)
     if llm_model is None:
         analysis = analyze(imported.trajectories, settings)
@@ -284,5 +321,6 @@ def run_analysis(
         analysis = analyze(imported.trajectories, settings, capabilities, runs)
         labeller = f"LLM {llm_model}"
     analysis.skipped = imported.skipped
-    specs = write_outputs(analysis, output, resolved, settings, labeller, force)
+    analysis.ignored = imported.ignored
+    specs = write_outputs(analysis, output, resolved, settings, labeller, force, paths)
     return analysis, specs

@@ -1,0 +1,133 @@
+"""`factory analyze` against careless input: wrong types, bad bytes, odd folders, unsafe --output."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from factory.analyze.simulate import simulate
+from factory.cli import main
+from tests.test_analysis_llm import PACKAGES
+
+RUNS = simulate(PACKAGES, {}, 6, seed=3)
+
+
+def _analyze(*arguments: str) -> int:
+    return main(
+        ["analyze", *arguments, "--target", "airline", "--runs", "2", "--min-runs", "1"]
+    )
+
+
+def _write(path: Path, data: Any) -> Path:
+    path.write_text(json.dumps(data))
+    return path
+
+
+def _first_call(runs: dict[str, Any]) -> dict[str, Any]:
+    return next(m for m in runs["simulations"][0]["messages"] if m.get("tool_calls"))
+
+
+BREAKS = {
+    "reward_info a string": (
+        lambda r: r["simulations"][0].__setitem__("reward_info", "great"),
+        "simulations[0]: field 'reward_info' must be an object",
+    ),
+    "reward not a number": (
+        lambda r: r["simulations"][0]["reward_info"].__setitem__("reward", "high"),
+        "simulations[0].reward_info: field 'reward' must be a number",
+    ),
+    "tool_calls a string": (
+        lambda r: _first_call(r).__setitem__("tool_calls", "get_user_details"),
+        "field 'tool_calls' must be a list",
+    ),
+    "action without a name": (
+        lambda r: r["tasks"][0]["evaluation_criteria"]["actions"][0].pop("name"),
+        "evaluation_criteria.actions[0]: field 'name' is missing",
+    ),
+    "environment_info a string": (
+        lambda r: r["info"].__setitem__("environment_info", "airline"),
+        "info: field 'environment_info' must be an object",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BREAKS))
+def test_wrong_types_name_file_record_and_field(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    change, message = BREAKS[name]
+    broken = copy.deepcopy(RUNS)
+    change(broken)
+    bad = _write(tmp_path / "bad.json", broken)
+    good = _write(tmp_path / "good.json", RUNS)
+    assert _analyze(str(bad), "--output", str(tmp_path / "out")) == 2
+    error = capsys.readouterr().err
+    assert message in error and str(bad) in error and "Traceback" not in error
+    code = _analyze(str(bad), str(good), "--output", str(tmp_path / "o2"), "--skip-bad")
+    assert code == 0 and "skipped 1 bad record(s)" in capsys.readouterr().out
+
+
+def test_invalid_utf8_is_a_bad_record(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = json.dumps(
+        {"task_id": "t1", "messages": [{"role": "user", "content": "hi"}], "reward": 1.0,
+         "success": True}
+    ).encode()  # fmt: skip
+    records = tmp_path / "runs.jsonl"
+    records.write_bytes(good + b"\n" + b'{"task_id": "\xff\xfe"}\n')
+    assert _analyze(str(records), "--output", str(tmp_path / "out")) == 2
+    assert "line 2: not valid UTF-8" in capsys.readouterr().err
+    tau2 = tmp_path / "results.json"
+    tau2.write_bytes(
+        json.dumps(RUNS).encode().replace(b'"simulations"', b'"simulations"\xff', 1)
+    )
+    assert _analyze(str(tau2), "--output", str(tmp_path / "out")) == 2
+    assert "not valid UTF-8" in capsys.readouterr().err
+
+
+def test_every_file_of_a_folder_is_read_or_reported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    _write(folder / "results.json", RUNS)
+    _write(folder / "notes.json", {"comment": "not a Results file"})
+    (folder / "README.txt").write_text("hello")
+    assert _analyze(str(folder), "--output", str(tmp_path / "out")) == 0
+    out = capsys.readouterr().out
+    assert "ignored" in out and "notes.json" in out and "README.txt" in out
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert len(report["settings"]["ignored_files"]) == 2
+
+
+def test_output_never_replaces_inputs_or_foreign_folders(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runs = _write(tmp_path / "runs.json", RUNS)
+    monkeypatch.chdir(tmp_path)
+    assert _analyze("runs.json", "--output", ".", "--force") == 2
+    assert "holds the input" in capsys.readouterr().err and runs.is_file()
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "thesis.tex").write_text("precious")
+    assert _analyze(str(runs), "--output", str(foreign), "--force") == 2
+    assert "not written by factory analyze" in capsys.readouterr().err
+    assert (foreign / "thesis.tex").read_text() == "precious"
+    folder = tmp_path / "in"
+    folder.mkdir()
+    _write(folder / "results.json", RUNS)
+    assert _analyze(str(folder), "--output", str(folder / "analysis")) == 2
+    assert "inside the input folder" in capsys.readouterr().err
+    (tmp_path / "file").write_text("x")
+    assert _analyze(str(runs), "--output", str(tmp_path / "file")) == 2
+    out = tmp_path / "out"
+    assert _analyze(str(runs), "--output", str(out)) == 0
+    assert _analyze(str(runs), "--output", str(out)) == 2  # exists: needs --force
+    assert _analyze(str(runs), "--output", str(out), "--force") == 0  # ours: replaced
+    assert (out / "report.json").is_file() and runs.is_file()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.")]
