@@ -179,14 +179,17 @@ def _review(
         )
         return None
     attempt.problems += check_task_module(answer.task_module, kit.schemas)
-    files = None
     if isinstance(answer, KitAnswer):
         attempt.problems += check_kit_modules(
             answer.tools_module, answer.world_module, kit.schemas
         )
-        files = kit_files(spec, answer.tools_module, answer.world_module)
     if attempt.problems:
         return None
+    files = (
+        kit_files(spec, answer.tools_module, answer.world_module)
+        if isinstance(answer, KitAnswer)
+        else None
+    )
     try:
         knobs = literal_knobs(answer.task_module)
     except ValueError as exc:
