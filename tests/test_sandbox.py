@@ -20,20 +20,6 @@ if sandbox.confinement() != (False, False):
     MODES.insert(0, pytest.param(sandbox.confinement(), id="strongest"))
 
 
-def _surviving_runs() -> list[int]:
-    """Processes still carrying any sandbox run's marker."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                environ = (entry / "environ").read_bytes()
-            except OSError:
-                continue
-            if f"{sandbox.MARKER}=".encode() in environ:
-                found.append(int(entry.name))
-    return found
-
-
 def _malicious_package(tmp_path: Path, port: int) -> tuple[Path, Path]:
     package = tmp_path / "evil"
     shutil.copytree(
@@ -104,7 +90,7 @@ def test_malicious_package_fails_and_nothing_escapes(
     assert "FAIL" in report.summary()
     assert list(outside.iterdir()) == []
     assert SECRET not in report.tests_output and "KEY=absent" in report.tests_output
-    assert _surviving_runs() == []
+    assert sandbox.marked() == []
     assert not list((package / "tests").glob("__pycache__"))
 
 
@@ -121,4 +107,4 @@ def test_timeout_kills_the_run(tmp_path: Path) -> None:
     )
     run = sandbox.run_sandboxed(["spin.py"], tmp_path, timeout=2, extra_files=(script,))
     assert run.timed_out
-    assert _surviving_runs() == []
+    assert sandbox.marked() == []

@@ -114,10 +114,10 @@ class ValidationReport:
         return "\n".join(lines)
 
 
-def _run(target: list[str], package_dir: Path, timeout: float) -> SandboxRun:
-    run = run_sandboxed(
-        target, package_dir, timeout, extra_files=(Path(probe.__file__),)
-    )
+def _run(
+    target: list[str], package_dir: Path, timeout: float, extra: tuple[Path, ...] = ()
+) -> SandboxRun:
+    run = run_sandboxed(target, package_dir, timeout, extra_files=extra)
     if run.timed_out:
         raise ValidationFailed(
             f"`{' '.join(target[-3:])}` did not finish within {timeout:.0f}s; "
@@ -160,6 +160,7 @@ def validate_package(
         ],
         package_dir,
         timeout,
+        (Path(probe.__file__),),
     )
     try:
         report.calibration = json.loads(calibration.stdout.strip().splitlines()[-1])

@@ -221,8 +221,8 @@ def _in_folder(target: list[str], work: Path) -> list[str]:
     )
 
 
-def _marked(marker: str) -> list[int]:
-    """Processes whose starting environment carries the run's marker.
+def marked(marker: str = "") -> list[int]:
+    """Processes whose starting environment carries a run's marker (any run's if "").
 
     `/proc/PID/environ` shows the environment a process was started with, which
     forked children share and cannot change (starting a new program is refused).
@@ -233,10 +233,11 @@ def _marked(marker: str) -> list[int]:
         if not entry.name.isdigit():
             continue
         try:
-            if needle in (entry / "environ").read_bytes().split(b"\0"):
-                found.append(int(entry.name))
+            variables = (entry / "environ").read_bytes().split(b"\0")
         except OSError:
             continue  # gone, or not ours to read
+        if any(v.startswith(needle) for v in variables):
+            found.append(int(entry.name))
     return found
 
 
@@ -246,7 +247,7 @@ def _kill_all(process: subprocess.Popen[bytes], marker: str) -> None:
         os.killpg(process.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-    for pid in _marked(marker):
+    for pid in marked(marker):
         try:
             os.kill(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
