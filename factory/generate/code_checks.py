@@ -89,6 +89,9 @@ TASK_MODULE_CONTRACT: dict[str, tuple[str, ...] | None] = {
 }
 
 
+DOCSTRING = m.SimpleStatementLine(body=[m.Expr(value=m.SimpleString())])
+
+
 def _dotted(node: cst.BaseExpression) -> str:
     """`a.b.c` for a Name/Attribute chain, "" otherwise."""
     if isinstance(node, cst.Name):
@@ -174,9 +177,7 @@ def _constant_like(node: cst.CSTNode) -> bool:
 def _side_effects(module: cst.Module) -> Iterable[str]:
     """Anything that would run at import beyond defining names and constants."""
     for index, statement in enumerate(module.body):
-        if index == 0 and m.matches(
-            statement, m.SimpleStatementLine(body=[m.Expr(value=m.SimpleString())])
-        ):
+        if index == 0 and m.matches(statement, DOCSTRING):
             continue
         if isinstance(statement, cst.FunctionDef):
             yield from _definition_problems(module, statement)
@@ -279,8 +280,7 @@ def _parse(source: str) -> tuple[cst.Module | None, list[str]]:
         module = cst.parse_module(source)
     except cst.ParserSyntaxError as exc:
         return None, [f"does not parse: {exc.message} (line {exc.raw_line})"]
-    docstring = m.SimpleStatementLine(body=[m.Expr(value=m.SimpleString())])
-    if not (module.body and m.matches(module.body[0], docstring)):
+    if not (module.body and m.matches(module.body[0], DOCSTRING)):
         return module, ["has no module docstring"]
     return module, []
 
