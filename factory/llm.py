@@ -33,6 +33,37 @@ def openai_client(purpose: str, fallback: str, timeout: float = 600.0) -> Any:
         ) from None
 
 
+class EndpointTimeout(FactoryError):
+    """The endpoint did not answer within the client's timeout."""
+
+
+def chat(client: Any, **request: Any) -> Any:
+    """One chat completion's message; endpoint failures as FactoryErrors naming the fix.
+
+    A timeout is an `EndpointTimeout` (callers that retry may catch it); an
+    unreachable endpoint or a refused request (bad model, bad key) exits 2.
+    """
+    import openai
+
+    try:
+        response = client.chat.completions.create(**request)
+    except openai.APITimeoutError:
+        raise EndpointTimeout(
+            f"the endpoint did not answer within {client.timeout}s"
+        ) from None
+    except openai.APIConnectionError as exc:
+        raise FactoryError(
+            f"cannot reach the LLM endpoint at {client.base_url} ({exc}); check "
+            "OPENAI_BASE_URL"
+        ) from None
+    except openai.APIStatusError as exc:
+        raise FactoryError(
+            f"the LLM endpoint refused the request ({exc.status_code}: "
+            f"{str(exc.message)[:300]}); check --model and OPENAI_API_KEY"
+        ) from None
+    return response.choices[0].message
+
+
 def json_payload(text: str) -> Any:
     """The JSON object in a model answer (code fences and prose around it tolerated)."""
     fenced = re.search(r"```(?:json)?\s*(.*?)```", text, re.DOTALL)

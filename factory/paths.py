@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
+
+import jinja2
 
 _PACKAGE = Path(__file__).resolve().parent
 
@@ -14,4 +17,17 @@ def templates_dir() -> Path:
             return candidate
     raise FileNotFoundError(
         "TRACE factory templates not found; reinstall trace-factory"
+    )
+
+
+@cache
+def templates() -> jinja2.Environment:
+    """The factory's jinja2 environment over the template tree (strict, no escaping)."""
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_dir())),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,
     )

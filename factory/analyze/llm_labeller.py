@@ -25,7 +25,7 @@ from factory.analyze.records import Trajectory
 from factory.analyze.specs import snake_name
 from factory.archetypes import archetypes
 from factory.errors import FactoryError
-from factory.llm import json_payload, openai_client
+from factory.llm import chat, json_payload, openai_client
 
 DISCOVERY_PROMPT = """\
 You analyse an LLM agent's trajectories on a tool-using environment to find the
@@ -127,10 +127,13 @@ class LLMLabeller:
         ]
         problem = ""
         for _ in range(self.max_retries):
-            response = self.client.chat.completions.create(
-                model=self.model, messages=messages, temperature=self.temperature
+            reply = chat(
+                self.client,
+                model=self.model,
+                messages=messages,
+                temperature=self.temperature,
             )
-            text = response.choices[0].message.content or ""
+            text = reply.content or ""
             try:
                 answer = schema.model_validate(json_payload(text))
             except (ValueError, ValidationError) as exc:

@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import json
 
-import jinja2
-
 from factory.generate.format import format_python
-from factory.paths import templates_dir
+from factory.paths import templates
 from factory.runtime import Toolkit
 from factory.spec import CapabilitySpec, InlineTarget
 
@@ -60,12 +58,7 @@ def interface(spec: CapabilitySpec) -> Toolkit:
 
 def kit_files(spec: CapabilitySpec, tools: str, world: str) -> dict[str, str]:
     """The kit folder's files: {name: text} for `_runtime/kits/<name>/`."""
-    init = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(templates_dir() / "codegen")),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        autoescape=False,
-    ).get_template("kit_init.py.j2")
+    init = templates().get_template("codegen/kit_init.py.j2")
     modules = format_python(
         {
             "__init__.py": init.render(title=spec.title, name=spec.name),

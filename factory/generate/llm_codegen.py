@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import jinja2
 from pydantic import BaseModel, Field, ValidationError
 
 from factory.archetypes import archetypes
@@ -33,8 +32,8 @@ from factory.generate.code_checks import (
 from factory.generate.inline_kit import kit_files
 from factory.generate.render import TaskSource
 from factory.kits import KITS_DIR
-from factory.llm import json_payload
-from factory.paths import templates_dir
+from factory.llm import EndpointTimeout, chat, json_payload
+from factory.paths import templates, templates_dir
 from factory.runtime import Toolkit
 from factory.spec import CapabilitySpec, InlineTarget
 from factory.validate.runner import ValidationFailed, ValidationReport
@@ -78,16 +77,6 @@ class Attempt:
     output: str = ""
 
 
-def _templates() -> jinja2.Environment:
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(templates_dir() / "codegen")),
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        autoescape=False,
-    )
-
-
 def _example(kit_id: str) -> tuple[str, str]:
     """A built-in task module on `kit_id` (the first archetype that has one)."""
     for archetype in archetypes().values():
@@ -107,34 +96,41 @@ def prompt(spec: CapabilitySpec, kit: Toolkit) -> list[dict[str, str]]:
     An inline target's request also shows a whole built-in kit as the example of
     the kit modules to write (the phone kit: self-contained, no shared modules).
     """
-    templates = _templates()
     codegen = templates_dir() / "codegen"
     inline = isinstance(spec.target, InlineTarget)
     example_kit = EXAMPLE_KIT if inline else kit.id
     example_name, example = _example(example_kit)
-    system = templates.get_template("system.j2").render(
-        contract=_text(codegen / "contract.md"),
-        kit_contract=_text(codegen / "kit_contract.md"),
-        allowed=sorted(ALLOWED_STDLIB),
-        forbidden=sorted(FORBIDDEN_NAMES),
-        inline=inline,
+    system = (
+        templates()
+        .get_template("codegen/system.j2")
+        .render(
+            contract=_text(codegen / "contract.md"),
+            kit_contract=_text(codegen / "kit_contract.md"),
+            allowed=sorted(ALLOWED_STDLIB),
+            forbidden=sorted(FORBIDDEN_NAMES),
+            inline=inline,
+        )
     )
     kit_example = {
         name: _text(KITS_DIR / example_kit / name)
         for name in ("__init__.py", "tools.py", "world.py")
     }
-    request = templates.get_template("request.j2").render(
-        spec=spec,
-        kit=kit,
-        inline=inline,
-        target=spec.target if inline else None,
-        samples=json.dumps(spec.target.samples, indent=1) if inline else "",
-        tools=json.dumps(list(kit.schemas), indent=1),
-        world="" if inline else kit_example["world.py"],
-        example_kit=example_kit,
-        example_kit_files=kit_example if inline else {},
-        example_name=example_name,
-        example=example,
+    request = (
+        templates()
+        .get_template("codegen/request.j2")
+        .render(
+            spec=spec,
+            kit=kit,
+            inline=inline,
+            target=spec.target if inline else None,
+            samples=json.dumps(spec.target.samples, indent=1) if inline else "",
+            tools=json.dumps(list(kit.schemas), indent=1),
+            world="" if inline else kit_example["world.py"],
+            example_kit=example_kit,
+            example_kit_files=kit_example if inline else {},
+            example_name=example_name,
+            example=example,
+        )
     )
     return [{"role": "system", "content": system}, {"role": "user", "content": request}]
 
@@ -142,28 +138,9 @@ def prompt(spec: CapabilitySpec, kit: Toolkit) -> list[dict[str, str]]:
 def _ask(
     client: Any, model: str, messages: list[dict[str, str]], temperature: float
 ) -> str:
-    """The model's answer text; a timeout is an attempt's problem, other API errors exit 2."""
-    import openai
-
-    try:
-        response = client.chat.completions.create(
-            model=model, messages=messages, temperature=temperature
-        )
-    except openai.APITimeoutError:
-        raise TimeoutError(
-            f"the endpoint did not answer within {client.timeout}s"
-        ) from None
-    except openai.APIConnectionError as exc:
-        raise FactoryError(
-            f"cannot reach the LLM endpoint at {client.base_url} ({exc}); check "
-            "OPENAI_BASE_URL"
-        ) from None
-    except openai.APIStatusError as exc:
-        raise FactoryError(
-            f"the LLM endpoint refused the request ({exc.status_code}: "
-            f"{str(exc.message)[:300]}); check --model and OPENAI_API_KEY"
-        ) from None
-    return response.choices[0].message.content or ""
+    """The model's answer text (an `EndpointTimeout` is an attempt's problem)."""
+    message = chat(client, model=model, messages=messages, temperature=temperature)
+    return message.content or ""
 
 
 def _review(
@@ -270,15 +247,15 @@ def write_task(
         try:
             attempt.answer = _ask(client, model, messages, temperature)
             staged = _review(spec, kit, attempt.answer, stage, attempt)
-        except TimeoutError as exc:
+        except EndpointTimeout as exc:
             attempt.problems.append(str(exc))
             staged = None
         _keep(debug / f"attempt-{number}", attempt, messages)
         if staged is not None:
             return staged
         feedback = (
-            _templates()
-            .get_template("feedback.j2")
+            templates()
+            .get_template("codegen/feedback.j2")
             .render(
                 number=number, problems=attempt.problems[:20], output=attempt.output
             )

@@ -13,15 +13,13 @@ import textwrap
 from dataclasses import dataclass
 from typing import Any
 
-import jinja2
-
 from factory.archetypes import Archetype, archetypes, supported_pairs
 from factory.errors import FactoryError
 from factory.generate.format import format_python
 from factory.generate.runtime_copy import runtime_files
 from factory.generate.task_module import package_task_source
 from factory.kits import kits
-from factory.paths import templates_dir
+from factory.paths import templates
 from factory.runtime import Knob, Toolkit
 from factory.runtime.task import resolve_knobs
 from factory.runtime.verifier import REWARD_SENTENCES
@@ -86,17 +84,6 @@ def resolve_difficulty(spec: CapabilitySpec, knobs: tuple[Knob, ...]) -> dict[st
         return resolve_knobs(knobs, spec.generation.difficulty, "generation.difficulty")
     except ValueError as exc:
         raise FactoryError(f"{exc}; see `factory kits` for every knob") from None
-
-
-def _environment() -> jinja2.Environment:
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(templates_dir())),
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-        autoescape=False,
-    )
 
 
 @dataclass(frozen=True)
@@ -182,7 +169,7 @@ def render_package(
         "reward_mode": spec.generation.reward_mode,
         "reward_sentence": REWARD_SENTENCES[spec.generation.reward_mode],
     }
-    env = _environment()
+    env = templates()
     layout = {
         "pyproject.toml": "package/pyproject.toml.j2",
         "README.md": "package/README.md.j2",

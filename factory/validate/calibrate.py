@@ -129,28 +129,20 @@ def _episode_openai(
     env: Any, seed: int, client: Any, model: str, temperature: float, max_tokens: int
 ) -> tuple[float, bool]:
     """One episode through chat completions: the env's messages and tools in, messages out."""
-    import openai
+    from factory.llm import chat
 
     observation, info = env.reset(seed=seed)
     messages = json.loads(observation)
     while True:
-        try:
-            response = client.chat.completions.create(
-                model=model,
-                messages=messages,
-                tools=info["tools"],
-                temperature=temperature,
-                max_tokens=max_tokens,
-            )
-        except openai.APIConnectionError as exc:
-            raise FactoryError(
-                f"cannot reach the LLM endpoint ({exc}); check OPENAI_BASE_URL"
-            ) from None
-        except openai.APIStatusError as exc:
-            raise FactoryError(
-                f"the LLM endpoint refused the request ({exc.status_code}); check --model"
-            ) from None
-        message = response.choices[0].message.model_dump(exclude_none=True)
+        reply = chat(
+            client,
+            model=model,
+            messages=messages,
+            tools=info["tools"],
+            temperature=temperature,
+            max_tokens=max_tokens,
+        )
+        message = reply.model_dump(exclude_none=True)
         message = {
             k: message[k] for k in ("role", "content", "tool_calls") if k in message
         }
