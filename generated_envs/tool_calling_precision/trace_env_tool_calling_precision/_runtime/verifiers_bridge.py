@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any, cast
 
 from .env import TaskEnv, run_call
-from .policies import turn_to_action
+from .policies import run_episode
 from .verifier import verify
 
 
@@ -112,17 +112,8 @@ def verifiers_classes(
             ).reward
 
         async def validate(self, runtime: Any) -> bool:
-            """Replay the gold turns through the toolset's own call path."""
-            task = family.generate(self.data.seed)
-            world = copy.deepcopy(task.initial_state)
-            messages: list[dict[str, Any]] = []
-            for index, turn in enumerate(task.gold_turns, start=1):
-                message = json.loads(turn_to_action(turn, index))
-                messages.append(message)
-                for call in message.get("tool_calls", []):
-                    call = {**call, "function": {**call["function"]}}
-                    _, world, _ = run_call(toolkit, world, call)
-            return verify(task, toolkit, world, messages, family.reward_mode).success
+            """Play the gold turns: the env calls tools through the same `run_call`."""
+            return run_episode(env_class(), "gold", self.data.seed).success
 
     class EpisodesConfig(vf.TasksetConfig):
         num_tasks: int = tasks
