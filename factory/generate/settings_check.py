@@ -30,11 +30,11 @@ def check_seeds(seeds: int | None) -> None:
 def check_settings(
     spec: CapabilitySpec, seeds: int | None, budget_s: float = VALIDATION_BUDGET_S
 ) -> None:
-    """Exit-2 errors for bad `--seeds`, too few `max_turns`, or a validation over budget.
+    """Exit-2 errors for too few `max_turns`, or a validation over budget.
 
-    Built-in archetypes only: an LLM-written module is never run outside the sandbox.
+    Built-in archetypes only: an LLM-written module is never run outside the
+    sandbox. `check_seeds` comes first, for every backend.
     """
-    check_seeds(seeds)
     archetype, kit = resolve_target(spec)
     module = archetype.task_module(kit.id)
     resolve_difficulty(spec, archetype.knobs(kit.id))
