@@ -47,11 +47,11 @@ def interface(spec: CapabilitySpec) -> Toolkit:
     data = kit_json(spec)
     return Toolkit(
         id=spec.name,
-        title=str(data["title"]),
+        title=spec.title,
         benchmark=str(data["benchmark"]),
         system_prompt=SYSTEM_PROMPT,
-        policy=_target(spec).policy,
-        schemas=tuple(_target(spec).schemas()),
+        policy=str(data["policy"]),
+        schemas=tuple(data["tools"]),  # type: ignore[arg-type]
         implementations={},
     )
 
