@@ -294,11 +294,10 @@ def load_toolsandbox(
 def _toolsandbox_record(
     folder: Path, record: str, result: Any, threshold: float
 ) -> Trajectory:
+    where = f"{folder}/result_summary.json: {record}"
     name = result.get("name") if isinstance(result, dict) else None
     if not isinstance(name, str):
-        raise BadRecord(
-            f"{folder}/result_summary.json: {record}: field 'name' is missing"
-        )
+        raise BadRecord(f"{where}: field 'name' is missing")
     conversation_path = folder / "trajectories" / name / "conversation.json"
     if not conversation_path.is_file():
         raise BadRecord(f"{conversation_path}: missing for scenario '{name}'")
@@ -310,37 +309,23 @@ def _toolsandbox_record(
         for m in conversation
         if isinstance(m, dict)
     ]
-    where = f"{folder}/result_summary.json: {record}"
     similarity = _get(result, "similarity", float, where, 0.0)
     try:
-        return _toolsandbox_trajectory(
-            folder, name, messages, similarity, result, threshold
+        return Trajectory(
+            task_id=name,
+            messages=messages,
+            reward=similarity,
+            success=similarity >= threshold,
+            metadata={
+                "source": str(folder),
+                "format": "toolsandbox",
+                "categories": result.get("categories") or [],
+                "exception_type": result.get("exception_type"),
+                "turn_count": result.get("turn_count"),
+            },
         )
     except ValidationError as exc:
         raise _field_error(f"{folder}/result_summary.json", record, exc) from None
-
-
-def _toolsandbox_trajectory(
-    folder: Path,
-    name: str,
-    messages: list[dict[str, Any]],
-    similarity: float,
-    result: dict[str, Any],
-    threshold: float,
-) -> Trajectory:
-    return Trajectory(
-        task_id=name,
-        messages=messages,
-        reward=similarity,
-        success=similarity >= threshold,
-        metadata={
-            "source": str(folder),
-            "format": "toolsandbox",
-            "categories": result.get("categories") or [],
-            "exception_type": result.get("exception_type"),
-            "turn_count": result.get("turn_count"),
-        },
-    )
 
 
 def load_jsonl(path: Path, on_bad: OnBad) -> Iterator[Trajectory]:
