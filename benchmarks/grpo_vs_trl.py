@@ -27,13 +27,8 @@ def peak_rss_mb() -> float:
 
 
 def run_ours(model_dir: Path, args: argparse.Namespace) -> dict[str, float]:
-    import torch
-
-    from trainer import grpo
     from trainer.config import TrainConfig
-    from trainer.envs import resolve_env
-    from trainer.generation import TransformersGenerator
-    from trainer.models import load_base, with_lora
+    from trainer.run import open_run
     from trainer.tiny import TASK_ID, register_task
 
     register_task()
@@ -49,20 +44,10 @@ def run_ours(model_dir: Path, args: argparse.Namespace) -> dict[str, float]:
         learning_rate=1e-5,
         generation_batch_size=args.groups * args.group_size,
     )
-    base, tokenizer = load_base(str(model_dir))
-    torch.manual_seed(0)
-    model = with_lora(base, config)
     stamps: list[float] = []
     with tempfile.TemporaryDirectory() as out:
-        grpo.train(
-            config,
-            resolve_env(TASK_ID),
-            model,
-            tokenizer,
-            TransformersGenerator(model, tokenizer, config.generation_batch_size),
-            Path(out),
-            on_iteration=lambda i, row: stamps.append(time.perf_counter()),
-        )
+        run = open_run(config, TASK_ID, str(model_dir), Path(out))
+        run.execute(on_iteration=lambda i, row: stamps.append(time.perf_counter()))
     per_iteration = (stamps[-1] - stamps[0]) / (len(stamps) - 1)
     return {"seconds_per_iteration": per_iteration, "peak_rss_mb": peak_rss_mb()}
 

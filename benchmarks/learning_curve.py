@@ -67,19 +67,12 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    import torch
-
-    from trainer import grpo
     from trainer.config import EVAL_SEED_BASE, TrainConfig
-    from trainer.envs import resolve_env
-    from trainer.export import export_adapter
-    from trainer.generation import TransformersGenerator
-    from trainer.models import load_base, mixed_precision, with_lora
-    from trainer.plots import plot_learning_curve
-    from trainer.rollout import RolloutLimits
+    from trainer.evaluation import evaluate, mcnemar
+    from trainer.models import mixed_precision
+    from trainer.run import open_run
 
     model_name = args.model or gemma_gguf()
-    handle = resolve_env(args.env)
     config = TrainConfig(
         iterations=args.iterations,
         groups=args.groups,
@@ -98,30 +91,27 @@ def main() -> None:
         temperature=args.temperature,
         lora_target_modules=tuple(args.lora_target_modules.split(",")),
     )
-    limits = RolloutLimits(
-        config.max_turns,
-        config.max_new_tokens,
-        config.max_total_tokens,
-        config.temperature,
+    run = open_run(
+        config,
+        args.env,
+        model_name,
+        args.out,
+        chat_template=args.chat_template,
+        force=True,
     )
-    base, tokenizer = load_base(model_name, chat_template=args.chat_template)
-    torch.manual_seed(config.seed)
-    model = with_lora(base, config)
-    generator = TransformersGenerator(model, tokenizer, config.generation_batch_size)
     started = time.perf_counter()
-
     points: list[dict] = []
 
     def measure(point: str) -> None:
         """Evaluate the current policy on the evaluation seeds and print the row."""
         row = {
             "point": point,
-            **grpo.evaluate(
-                handle,
-                generator,
-                tokenizer,
+            **evaluate(
+                run.handle,
+                run.generator,
+                run.tokenizer,
                 args.eval_episodes,
-                limits,
+                config.rollout_limits(),
                 EVAL_SEED_BASE,
                 config.tool_format,
             ),
@@ -142,35 +132,25 @@ def main() -> None:
         else:
             print(f"iteration {iteration}: {json.dumps(row)}", flush=True)
 
-    with mixed_precision(config.precision, model):
-        with model.disable_adapter():
-            measure("base model")
-        metrics = grpo.train(
-            config,
-            handle,
-            model,
-            tokenizer,
-            generator,
-            args.out,
-            on_iteration=after_iteration,
-        )
+    with mixed_precision(config.precision, run.model), run.model.disable_adapter():
+        measure("base model")
+    outcome, _ = run.execute(on_iteration=after_iteration)
+    metrics = outcome.metrics
+    with mixed_precision(config.precision, run.model):
         measure("after GRPO")
-    export_adapter(
-        args.out,
-        model,
-        handle,
-        model_name,
-        config.as_dict(),
-        metrics,
-        config.train_seed(0, 0),
-        args.chat_template,
-    )
-    plot_learning_curve(metrics, args.out / "learning_curve.png")
+    # Paired on the same evaluation seeds: each point against the one before it.
+    tests = {
+        f"{b['point']} vs {a['point']}": mcnemar(b["outcomes"], a["outcomes"])
+        for a, b in zip(points, points[1:], strict=False)
+    }
+    for name, test in tests.items():
+        print(f"{name}: exact McNemar {test}")
     summary = {
-        "env": handle.env_id,
+        "env": run.handle.env_id,
         "model": model_name,
         "config": config.as_dict(),
         "points": points,
+        "paired_tests": tests,
         "iterations": len(metrics),
         "seconds": time.perf_counter() - started,
     }

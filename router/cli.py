@@ -343,8 +343,9 @@ def _vllm_offline(
 ) -> tuple[Any, CapabilitySet, Any, Any, Any]:
     """Routing by prompt log-probs and generation with LoRARequests on an offline vLLM engine."""
     from router.routed import Router
-    from router.vllm import AdapterFiles, VLLMScorer, activation, legal_rank
+    from router.vllm import AdapterFiles, VLLMScorer, activation
     from trainer.generation import VLLMGenerator
+    from trainer.vllm_adapter import legal_rank
 
     try:
         from vllm import LLM
@@ -477,7 +478,7 @@ def _envs(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from trainer.config import PRECISIONS
+    from trainer.settings import PRECISIONS
 
     parser = argparse.ArgumentParser(
         prog="router", description="Route tasks to TRACE capability adapters."

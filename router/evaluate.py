@@ -22,23 +22,8 @@ from router.modes import Route, uniform_merge
 from router.prompt import BASE
 from router.routed import Router, Task, play
 from router.scorer import Scores
-from trainer.grpo import confidence_interval
+from trainer.evaluation import confidence_interval, mcnemar
 from trainer.rollout import Generator, RolloutLimits
-
-
-def mcnemar(first: Sequence[bool], second: Sequence[bool]) -> dict[str, float]:
-    """Exact McNemar test of two paired 0/1 outcome lists (binomial on discordant pairs)."""
-    from scipy.stats import binomtest
-
-    only_first = sum(a and not b for a, b in zip(first, second, strict=True))
-    only_second = sum(b and not a for a, b in zip(first, second, strict=True))
-    discordant = only_first + only_second
-    p_value = binomtest(only_first, discordant, 0.5).pvalue if discordant else 1.0
-    return {
-        "only_first": only_first,
-        "only_second": only_second,
-        "p_value": float(p_value),
-    }
 
 
 def rate(outcomes: Sequence[float]) -> dict[str, Any]:

@@ -120,6 +120,6 @@ def play(
             limits,
             tool_format,
         )
-        for index, episode in zip(indices, episodes, strict=True):
+        for index, (episode,) in zip(indices, episodes, strict=True):
             played[index] = episode
     return [e for e in played if e is not None]

@@ -185,20 +185,6 @@ def activation(
     return activate
 
 
-# The ranks `vllm serve --max-lora-rank` accepts.
-LEGAL_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
-
-
-def legal_rank(rank: int) -> int:
-    """The smallest `--max-lora-rank` vLLM accepts that holds `rank`."""
-    for legal in LEGAL_RANKS:
-        if legal >= rank:
-            return legal
-    raise RouterError(
-        f"rank {rank} is over vLLM's largest --max-lora-rank ({LEGAL_RANKS[-1]})"
-    )
-
-
 class VLLMScorer:
     """Label log-probs from an offline engine; the same interface as `LabelScorer` (no features)."""
 

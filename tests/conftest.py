@@ -65,7 +65,8 @@ def adapters(tiny_model_dir, tmp_path_factory) -> Path:
         code = trainer_main(
             ["train", "--env", env, "--model", str(tiny_model_dir), "--out", str(folder / name),
              "--iterations", "1", "--groups", "1", "--group-size", "2", "--max-new-tokens", "4",
-             "--max-turns", "1", "--lora-rank", "4", "--seed", str(seed)]
+             "--max-turns", "1", "--lora-rank", "4", "--seed", str(seed),
+             "--max-total-tokens", "100000"]
         )  # fmt: skip
         assert code == 0
         # Random LoRA B starts at zero: make the two adapters differ from the base.

@@ -23,10 +23,11 @@ from router.prompt import BASE, RoutingPrompt
 from router.routed import first_observation
 from router.scorer import LabelScorer
 from router.serve import RoutedChat, make_server
-from router.vllm import VLLMScorer, legal_rank
+from router.vllm import VLLMScorer
 from tests.conftest import BASE_ENV, ENVS
 from trainer.envs import resolve_env
 from trainer.models import load_base
+from trainer.vllm_adapter import legal_rank
 
 
 class FakeLLM:

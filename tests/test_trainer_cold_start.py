@@ -66,9 +66,10 @@ def test_a_demonstration_is_exactly_what_a_rollout_of_it_samples(
     gold = package.run_episode(env, "gold", seed).info["messages"]
     chat = ChatFormat(tiny_tokenizer, tools, tool_format)
     assert chat.native is (template is None)
-    tokens, mask = cold_start.demonstration(chat, gold)
+    row = cold_start.demonstration(chat, gold)
+    tokens, mask = row.tokens, row.mask
 
-    (episode,) = collect(
+    ((episode,),) = collect(
         handle,
         Replay(_runs(tokens, mask)),
         tiny_tokenizer,
@@ -128,7 +129,7 @@ def _train(model_dir, out, iterations, resume=False):
     torch.manual_seed(0)
     model = with_lora(base, config)
     seen = []
-    metrics = grpo.train(
+    outcome = grpo.train(
         config,
         resolve_env(PHONE),
         model,
@@ -138,6 +139,7 @@ def _train(model_dir, out, iterations, resume=False):
         resume=resume,
         on_iteration=lambda i, row: seen.append((i, row)),
     )
+    metrics = outcome.metrics
     return metrics, seen
 
 

@@ -32,7 +32,7 @@ WORKER = textwrap.dedent(
     model = with_lora(base, config)
     torch.manual_seed(config.seed + distributed.rank())  # ranks sample differently
     metrics = grpo.train(config, resolve_env(TASK_ID), model, tokenizer,
-                         TransformersGenerator(model, tokenizer), out)
+                         TransformersGenerator(model, tokenizer), out).metrics
     weights = {k: v.tolist() for k, v in model.state_dict().items() if "lora_" in k}
     (out / f"rank{distributed.rank()}.json").write_text(json.dumps({"weights": weights, "metrics": metrics}))
     """

@@ -15,10 +15,11 @@ from trainer import grpo
 from trainer.cli import main
 from trainer.config import TrainConfig
 from trainer.envs import resolve_env
-from trainer.export import vllm_problems
 from trainer.generation import TransformersGenerator
 from trainer.models import load_base, with_lora
+from trainer.run import open_run
 from trainer.tiny import TASK_ID, register_task
+from trainer.vllm_adapter import folder_problems
 
 PACKAGE = str(ROOT / "generated_envs" / "date_time_recovery")
 
@@ -52,6 +53,8 @@ FAST = [
     "4",
     "--minibatch-size",
     "2",
+    "--max-total-tokens",
+    "100000",
 ]
 
 
@@ -60,7 +63,7 @@ def test_two_iterations_on_a_generated_package(
 ) -> None:
     out = tmp_path / "adapters" / "date_time_recovery"
     code = main(train_command(tiny_model_dir, out, 2))
-    assert code == 0, capsys.readouterr().err
+    assert code == 0
     assert {
         "adapter_config.json",
         "adapter_model.safetensors",
@@ -90,14 +93,15 @@ def test_two_iterations_on_a_generated_package(
     )
     assert trace["example_trajectory"][-1]["content"].endswith("###STOP###")
     config = json.loads((out / "adapter_config.json").read_text())
-    assert vllm_problems(config) == [] and config["r"] == 4
+    assert folder_problems(out) == [] and config["r"] == 4
+    assert "vllm serve" in capsys.readouterr().out
     from peft import PeftModel  # plain peft loads it
 
     base, _ = load_base(str(tiny_model_dir))
     assert isinstance(PeftModel.from_pretrained(base, out), PeftModel)
 
 
-def _run(model_dir, out, iterations, resume=False, on_iteration=None):
+def _run(model_dir, out, iterations, resume=False, on_iteration=None, seed=3):
     register_task()
     config = TrainConfig(
         iterations=iterations,
@@ -108,23 +112,11 @@ def _run(model_dir, out, iterations, resume=False, on_iteration=None):
         lora_rank=4,
         minibatch_size=4,
         learning_rate=5e-2,
-        seed=3,
+        seed=seed,
     )
-    base, tokenizer = load_base(str(model_dir))
-    torch.manual_seed(config.seed)
-    model = with_lora(base, config)
-    generator = TransformersGenerator(model, tokenizer)
-    metrics = grpo.train(
-        config,
-        resolve_env(TASK_ID),
-        model,
-        tokenizer,
-        generator,
-        out,
-        resume=resume,
-        on_iteration=on_iteration,
-    )
-    return metrics
+    run = open_run(config, TASK_ID, str(model_dir), out, resume=resume, force=True)
+    outcome, _ = run.execute(on_iteration=on_iteration)
+    return outcome.metrics
 
 
 def test_resume_gives_the_same_adapter_as_an_uninterrupted_run(
@@ -152,9 +144,9 @@ def test_equal_reward_groups_never_reach_a_forward_pass(
     tiny_model_dir, tmp_path, monkeypatch
 ) -> None:
     calls = []
-    original = grpo.token_logprobs
+    original = grpo.batch_logprobs
     monkeypatch.setattr(
-        grpo, "token_logprobs", lambda *a, **k: calls.append(1) or original(*a, **k)
+        grpo, "batch_logprobs", lambda *a, **k: calls.append(1) or original(*a, **k)
     )
     handle = resolve_env(
         PACKAGE
@@ -171,21 +163,54 @@ def test_equal_reward_groups_never_reach_a_forward_pass(
         tokenizer,
         TransformersGenerator(model, tokenizer),
         tmp_path,
-    )
+    ).metrics
     assert metrics[0]["dropped_groups"] == 1.0 and calls == []
 
 
-def test_sigterm_stops_after_the_checkpoint(tiny_model_dir, tmp_path) -> None:
-    metrics = _run(
-        tiny_model_dir,
-        tmp_path,
-        5,
-        on_iteration=lambda i, row: os.kill(os.getpid(), signal.SIGTERM),
+def test_sigterm_stops_after_the_checkpoint_and_exits_143(
+    tiny_model_dir, tmp_path, monkeypatch, capsys
+) -> None:
+    from trainer import reporting
+
+    monkeypatch.setattr(
+        reporting._Nowhere,
+        "log",
+        lambda self, i, row: os.kill(os.getpid(), signal.SIGTERM),
     )
-    assert len(metrics) == 1
-    state = json.loads((tmp_path / "checkpoint" / "state.json").read_text())
+    out = tmp_path / "run"
+    assert main(train_command(tiny_model_dir, out, 5)) == 128 + signal.SIGTERM
+    assert "continue with --resume" in capsys.readouterr().err
+    state = json.loads((out / "checkpoint" / "state.json").read_text())
     assert state["iteration"] == 1
+    assert (out / "trace.json").is_file() and (
+        out / "adapter_model.safetensors"
+    ).is_file()
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    monkeypatch.undo()
+    assert main([*train_command(tiny_model_dir, out, 2), "--resume"]) == 0
+    assert json.loads((out / "checkpoint" / "state.json").read_text())["iteration"] == 2
+
+
+def test_the_same_seed_gives_the_same_adapter(tiny_model_dir, tmp_path) -> None:
+    first = _run(tiny_model_dir, tmp_path / "a", 2, seed=7)
+    second = _run(tiny_model_dir, tmp_path / "b", 2, seed=7)
+    other = _run(tiny_model_dir, tmp_path / "c", 2, seed=8)
+    weights = [
+        load_file(tmp_path / name / "adapter_model.safetensors") for name in "abc"
+    ]
+    assert any(m["dropped_groups"] < 1 for m in first), "no step was taken"
+    for key in weights[0]:
+        assert torch.equal(weights[0][key], weights[1][key]), key
+    assert any(not torch.equal(weights[0][k], weights[2][k]) for k in weights[0])
+    assert first == [
+        {
+            **m,
+            "rollout_seconds": f["rollout_seconds"],
+            "update_seconds": f["update_seconds"],
+        }
+        for m, f in zip(second, first, strict=True)
+    ]
+    assert other != first
 
 
 def test_eval_reports_intervals_with_and_without_adapter(
@@ -269,7 +294,7 @@ def test_eval_reports_intervals_with_and_without_adapter(
         ),
         (
             ["eval", "--env", PACKAGE, "--model", "MODEL", "--adapter", "OUT"],
-            "adapter_config.json",
+            "--adapter",
         ),
         (["train", "--env", PACKAGE, "--model", "MODEL", "--out", "FULL"], "not empty"),
         (

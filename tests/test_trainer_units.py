@@ -15,10 +15,11 @@ from trainer.chat import ChatFormat
 from trainer.config import EVAL_SEED_BASE, TrainConfig
 from trainer.envs import resolve_env
 from trainer.errors import TrainerError
+from trainer.evaluation import confidence_interval
 from trainer.generation import VLLMGenerator
-from trainer.grpo import confidence_interval, group_advantages, grpo_loss
+from trainer.losses import group_advantages, grpo_loss
 from trainer.parsing import parse_tool_calls, to_action
-from trainer.rollout import RolloutLimits, Sample, collect
+from trainer.rollout import Ending, RolloutLimits, Sample, collect
 
 
 def test_loss_equals_a_hand_computation() -> None:
@@ -114,7 +115,7 @@ def test_mask_covers_exactly_the_sampled_tokens(tiny_tokenizer) -> None:
             "All set.",
         ],
     )
-    (episode,) = collect(
+    ((episode,),) = collect(
         handle,
         generator,
         tiny_tokenizer,
@@ -141,27 +142,93 @@ def test_mask_covers_exactly_the_sampled_tokens(tiny_tokenizer) -> None:
     assert episode.done and episode.turns == 2 and episode.reward == 0.0
 
 
-def test_environment_crash_costs_one_episode(tiny_tokenizer, monkeypatch) -> None:
+def _hang(*args, **kwargs):
+    import time
+
+    time.sleep(30)
+
+
+def _faulty(where: str, answer):
+    """A make() whose environments misbehave at `where` ("make", "reset" or "step")."""
     handle = resolve_env(str(ROOT / "generated_envs" / "date_time_recovery"))
     original = handle.make
 
-    def flaky(**kwargs):
+    def make(self, **kwargs):
+        if where == "make":
+            return answer()
         env = original(**kwargs)
-        env.step = lambda action: (_ for _ in ()).throw(RuntimeError("boom"))
+        setattr(env, where, answer)
         return env
 
-    monkeypatch.setattr(type(handle), "make", lambda self, **kw: flaky(**kw))
-    episodes = collect(
+    return handle, make
+
+
+def _exits(*args, **kwargs):
+    sys.exit(3)
+
+
+def _raises(*args, **kwargs):
+    raise RuntimeError("boom")
+
+
+GOOD_OBS = json.dumps([{"role": "user", "content": "hi"}])
+FAULTS = {
+    "constructor raises": ("make", _raises, "boom"),
+    "constructor exits": ("make", _exits, "SystemExit"),
+    "reset returns a JSON object": (
+        "reset", lambda seed=None, options=None: ('{"role": "user"}', {"tools": []}),
+        "not a list of chat messages",
+    ),
+    "reset returns a list of strings": (
+        "reset", lambda seed=None, options=None: (json.dumps(["hi"]), {"tools": []}),
+        "not a list of chat messages",
+    ),
+    "reset returns no tools": (
+        "reset", lambda seed=None, options=None: (GOOD_OBS, None), "'tools'",
+    ),
+    "step raises": ("step", _raises, "boom"),
+    "step calls sys.exit": ("step", _exits, "SystemExit"),
+    "step reward is None": (
+        "step", lambda action: (GOOD_OBS, None, True, False, {}), "NoneType reward",
+    ),
+    "step reward is a string": (
+        "step", lambda action: (GOOD_OBS, "1", True, False, {}), "str reward",
+    ),
+    "step reward is NaN": (
+        "step", lambda action: (GOOD_OBS, float("nan"), True, False, {}), "finite",
+    ),
+    "step info is None": (
+        "step", lambda action: (GOOD_OBS, 1.0, True, False, None), "NoneType info",
+    ),
+    "step observation is a dict": (
+        "step", lambda action: ({"role": "user"}, 1.0, True, False, {}), "dict observation",
+    ),
+    "step returns three values": ("step", lambda action: (GOOD_OBS, 1.0, True), "(observation"),
+    "step hangs": ("step", _hang, "longer than 0.5 s"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("fault", FAULTS, ids=list(FAULTS))
+def test_a_faulty_environment_costs_its_episodes_not_the_run(
+    fault, tiny_tokenizer, monkeypatch
+) -> None:
+    where, answer, message = FAULTS[fault]
+    handle, make = _faulty(where, answer)
+    monkeypatch.setattr(type(handle), "make", make)
+    groups = collect(
         handle,
         ScriptedGenerator(tiny_tokenizer, ["hi"]),
         tiny_tokenizer,
         [1, 2],
         2,
-        RolloutLimits(),
+        RolloutLimits(step_timeout=0.5),
     )
-    assert len(episodes) == 4 and all(
-        e.done and e.reward == 0.0 and "boom" in e.error for e in episodes
-    )
+    episodes = [e for g in groups for e in g]
+    assert [len(g) for g in groups] == [2, 2]
+    assert all(
+        e.ending is Ending.ENV_FAULT and e.reward == 0.0 and message in e.error
+        for e in episodes
+    ), [e.error for e in episodes]
 
 
 def test_chat_format_falls_back_when_the_template_has_no_tool_role(
@@ -256,11 +323,38 @@ def test_confidence_intervals() -> None:
         ({"temperature": 0}, "temperature"),
         ({"backend": "jax"}, "backend"),
         ({"max_total_tokens": 10, "max_new_tokens": 20}, "max-total-tokens"),
+        ({"learning_rate": float("inf")}, "--learning-rate must be a number in"),
+        ({"learning_rate": float("nan")}, "--learning-rate"),
+        ({"max_grad_norm": float("nan")}, "--max-grad-norm"),
+        ({"kl_beta": float("nan")}, "--kl-beta"),
+        ({"lora_dropout": -0.5}, "--lora-dropout must be a number in \\[0, 1\\)"),
+        ({"lora_dropout": 5.0}, "--lora-dropout"),
+        ({"cold_start_learning_rate": float("inf")}, "--cold-start-learning-rate"),
+        ({"lora_rank": 1024}, "--lora-rank"),
+        ({"iterations": 2.5}, "--iterations must be an integer"),
+        ({"seed": True}, "--seed"),
+        ({"step_timeout": 0}, "--step-timeout"),
+        ({"report_to": "mlflow"}, "--report-to"),
+        ({"lora_target_modules": ()}, "--lora-target-modules"),
     ],
 )
 def test_bad_configs_are_refused(change, message) -> None:
     with pytest.raises(TrainerError, match=message):
         TrainConfig(**change)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"max_turns": 0}, "--max-turns"),
+        ({"temperature": 0}, "--temperature"),
+        ({"max_new_tokens": 0}, "--max-new-tokens"),
+        ({"step_timeout": float("inf")}, "--step-timeout"),
+    ],
+)
+def test_bad_rollout_limits_are_refused(change, message) -> None:
+    with pytest.raises(TrainerError, match=message):
+        RolloutLimits(**change)
 
 
 def test_base_models_need_and_accept_a_chat_template(tiny_model_dir, tmp_path) -> None:
@@ -289,7 +383,7 @@ def test_base_models_need_and_accept_a_chat_template(tiny_model_dir, tmp_path) -
 def test_log_probs_are_computed_only_where_tokens_were_sampled(tiny_model_dir) -> None:
     from transformers import AutoModelForCausalLM
 
-    from trainer.grpo import token_logprobs
+    from trainer.optimize import token_logprobs
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     tokens = torch.randint(0, model.config.vocab_size, (2, 12))
@@ -305,11 +399,63 @@ def test_log_probs_are_computed_only_where_tokens_were_sampled(tiny_model_dir) -
     assert picked[:, 0].eq(0).all() and picked[:, 1:4].eq(0).all()
 
 
+def test_chunked_head_gives_the_full_log_softmax_and_its_gradient(
+    tiny_model_dir, monkeypatch
+) -> None:
+    from transformers import AutoModelForCausalLM
+
+    from trainer import optimize
+
+    monkeypatch.setattr(optimize, "HEAD_CHUNK", 3)  # several chunks on a tiny batch
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    tokens = torch.randint(0, model.config.vocab_size, (3, 9))
+    mask = (torch.rand(3, 9) > 0.4).float()
+    attention = torch.ones_like(tokens)
+    chunked = optimize.token_logprobs(model, tokens, attention, 0.8, mask)
+    (chunked * mask).sum().backward()
+    grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    full = torch.log_softmax(model(input_ids=tokens).logits[:, :-1] / 0.8, dim=-1)
+    reference = torch.zeros_like(chunked)
+    reference[:, 1:] = (
+        full.gather(-1, tokens[:, 1:].unsqueeze(-1)).squeeze(-1) * mask[:, 1:]
+    )
+    reference.sum().backward()
+    assert torch.allclose(chunked * mask, reference * mask, atol=1e-5)
+    for grad, parameter in zip(grads, model.parameters(), strict=True):
+        assert torch.allclose(grad, parameter.grad, atol=1e-5)
+
+
+def test_bf16_stored_base_weights_keep_fp32_lora_and_close_log_probs(
+    tiny_model_dir,
+) -> None:
+    from trainer.models import load_base, mixed_precision, with_lora
+    from trainer.optimize import token_logprobs
+
+    config = TrainConfig(lora_rank=4)
+    fp32, _ = load_base(str(tiny_model_dir))
+    bf16, _ = load_base(str(tiny_model_dir), precision="bf16")
+    fp32, bf16 = with_lora(fp32, config), with_lora(bf16, config)
+    lora = [p for n, p in bf16.named_parameters() if "lora_" in n]
+    frozen = [p for n, p in bf16.named_parameters() if "lora_" not in n]
+    assert lora and all(p.dtype == torch.float32 and p.requires_grad for p in lora)
+    assert all(p.dtype == torch.bfloat16 and not p.requires_grad for p in frozen)
+    tokens = torch.randint(0, 256, (2, 10))
+    mask, attention = torch.ones(2, 10), torch.ones_like(tokens)
+    with torch.no_grad():
+        with mixed_precision("bf16", fp32):
+            autocast_only = token_logprobs(fp32, tokens, attention, 1.0, mask)
+        with mixed_precision("bf16", bf16):
+            stored = token_logprobs(bf16, tokens, attention, 1.0, mask)
+    # Stated tolerance: bf16 storage rounds each weight once (relative error 2^-8).
+    assert (stored - autocast_only).abs().max() < 0.05
+
+
 def test_bf16_mixed_precision_keeps_log_probs_close(tiny_model_dir) -> None:
     from transformers import AutoModelForCausalLM
 
-    from trainer.grpo import token_logprobs
     from trainer.models import mixed_precision
+    from trainer.optimize import token_logprobs
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     tokens = torch.randint(0, model.config.vocab_size, (2, 10))
@@ -331,8 +477,8 @@ def test_an_optimizer_step_inside_one_bf16_context_is_seen_by_the_next_pass(
     tiny_model_dir,
 ) -> None:
     """A long-lived autocast context must not serve stale cached casts of the weights."""
-    from trainer.grpo import token_logprobs
     from trainer.models import load_base, mixed_precision, with_lora
+    from trainer.optimize import token_logprobs
 
     base, _ = load_base(str(tiny_model_dir))
     model = with_lora(base, TrainConfig(lora_rank=4))

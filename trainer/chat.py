@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from trainer.config import TOOL_FORMATS
 from trainer.errors import TrainerError
+from trainer.settings import TOOL_FORMATS
 
 TOOL_INSTRUCTIONS = (
     "\n\n# Tools\nYou may call these tools. To call one, answer with "
@@ -45,13 +45,20 @@ def tool_listing(tools: list[dict[str, Any]], tool_format: str) -> str:
     return "\n".join(json.dumps(t) for t in tools)
 
 
+def _text(content: Any) -> str:
+    """Message content as text (environments may send None, parts lists or numbers)."""
+    if isinstance(content, str):
+        return content
+    return "" if content is None else json.dumps(content)
+
+
 def _as_text_message(message: dict[str, Any]) -> dict[str, Any]:
     """A tool-role or tool-calling message rewritten as plain chat text."""
     if message["role"] == "tool":
         name = message.get("name") or "tool"
         return {
             "role": "user",
-            "content": f"Tool result ({name}): {message.get('content', '')}",
+            "content": f"Tool result ({name}): {_text(message.get('content'))}",
         }
     if message["role"] == "assistant" and message.get("tool_calls"):
         calls = "".join(
@@ -65,8 +72,8 @@ def _as_text_message(message: dict[str, Any]) -> dict[str, Any]:
             + "</tool_call>"
             for c in message["tool_calls"]
         )
-        return {"role": "assistant", "content": (message.get("content") or "") + calls}
-    return {"role": message["role"], "content": message.get("content") or ""}
+        return {"role": "assistant", "content": _text(message.get("content")) + calls}
+    return {"role": message["role"], "content": _text(message.get("content"))}
 
 
 def _merged(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -129,16 +136,30 @@ class ChatFormat:
             messages, tools=tools, tokenize=False, add_generation_prompt=generation
         )
 
+    def _checked(
+        self, messages: list[dict[str, Any]], tools: Any, generation: bool
+    ) -> str:
+        """The template's rendering; any failure of the template is a TrainerError."""
+        try:
+            text = self._template(messages, tools, generation)
+        except Exception as exc:  # noqa: BLE001 - jinja and templates raise anything
+            raise TrainerError(
+                f"the chat template failed: {type(exc).__name__}: {exc}"
+            ) from None
+        if not isinstance(text, str):
+            raise TrainerError("the chat template did not render text")
+        return text
+
     def render(self, messages: list[dict[str, Any]], generation: bool) -> str:
         """The conversation as the template renders it (with the generation prompt)."""
         if self.native:
-            return self._template(messages, self.tools, generation)
+            return self._checked(messages, self.tools, generation)
         plain = [_as_text_message(m) for m in messages]
         if plain and plain[0]["role"] == "system":
             plain[0]["content"] += TOOL_INSTRUCTIONS + tool_listing(
                 self.tools, self.tool_format
             )
-        return self._template(_merged(plain), None, generation)
+        return self._checked(_merged(plain), None, generation)
 
     def encode(self, text: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]

@@ -26,6 +26,13 @@ def _folder(out: Path) -> Path:
     return out / "checkpoint"
 
 
+def exists(out: Path) -> bool:
+    """Whether `out` holds a checkpoint (the latest, or the one being replaced)."""
+    return any(
+        (f / "state.json").is_file() for f in (_folder(out), out / ".checkpoint.old")
+    )
+
+
 def adapter_dir(out: Path) -> Path:
     """Where the latest checkpoint's adapter lives (vLLM loads it as a LoRARequest)."""
     return _folder(out) / "adapter"
@@ -51,7 +58,7 @@ def save(
     staging = out / ".checkpoint.tmp"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
-    model.save_pretrained(staging / "adapter")
+    model.save_pretrained(staging / "adapter", save_embedding_layers=False)
     torch.save(optimizer.state_dict(), staging / "optimizer.pt")
     torch.save(
         {"torch": torch.get_rng_state(), "python": rng.getstate()}, staging / "rng.pt"
@@ -84,8 +91,24 @@ def load(
     folder = _folder(out) if _folder(out).exists() else out / ".checkpoint.old"
     if not (folder / "state.json").is_file():
         raise TrainerError(f"--resume: no checkpoint in {out}; start without --resume")
-    state = json.loads((folder / "state.json").read_text())
-    saved, now = state["config"], json.loads(json.dumps(config.as_dict()))
+    try:
+        state = json.loads((folder / "state.json").read_text(encoding="utf-8"))
+        saved, iteration = dict(state["config"]), int(state["iteration"])
+        adapter = load_file(folder / "adapter" / "adapter_model.safetensors")
+        optimizer_state = torch.load(folder / "optimizer.pt")
+        states = torch.load(folder / "rng.pt", weights_only=True)
+        lines = (
+            (out / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
+            if (out / "metrics.jsonl").exists()
+            else []
+        )
+        metrics = [json.loads(line) for line in lines][:iteration]
+    except Exception as exc:  # noqa: BLE001 - json, safetensors and pickle raise many kinds
+        raise TrainerError(
+            f"--resume: the checkpoint in {folder} is damaged ({str(exc).splitlines()[0][:200]}); "
+            "start a new --out, or --force to start over in this one"
+        ) from None
+    now = json.loads(json.dumps(config.as_dict()))
     changed = sorted(
         k for k in now if k not in RESUMABLE_CHANGES and saved.get(k) != now[k]
     )
@@ -94,21 +117,17 @@ def load(
             f"--resume: the checkpoint in {out} was trained with other settings ({', '.join(changed)}); "
             "resume with the same settings or start a new --out"
         )
-    set_peft_model_state_dict(
-        model, load_file(folder / "adapter" / "adapter_model.safetensors")
-    )
-    optimizer.load_state_dict(torch.load(folder / "optimizer.pt"))
-    states = torch.load(folder / "rng.pt", weights_only=False)
-    torch.set_rng_state(states["torch"])
-    rng.setstate(states["python"])
-    lines = (
-        (out / "metrics.jsonl").read_text().splitlines()
-        if (out / "metrics.jsonl").exists()
-        else []
-    )
-    return state["iteration"], [json.loads(line) for line in lines][
-        : state["iteration"]
-    ]
+    try:
+        set_peft_model_state_dict(model, adapter)
+        optimizer.load_state_dict(optimizer_state)
+        torch.set_rng_state(states["torch"])
+        rng.setstate(states["python"])
+    except Exception as exc:  # noqa: BLE001 - shapes or states that do not fit this model
+        raise TrainerError(
+            f"--resume: the checkpoint in {folder} does not fit this model and settings "
+            f"({str(exc).splitlines()[0][:200]}); start a new --out"
+        ) from None
+    return iteration, metrics
 
 
 def record(out: Path, name: str, content: Any) -> None:

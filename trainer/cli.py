@@ -1,8 +1,13 @@
 """The `trainer` command: `train` a LoRA adapter with GRPO, `eval` a model or adapter.
 
 trainer train --env ENV --model MODEL --out adapters/<cap> [--iterations N] ...
+trainer train --config run.yaml [--iterations N]      (the file's settings, then the flags)
 trainer eval  --env ENV --model MODEL [--adapter DIR] [--episodes N]
 torchrun --nproc_per_node N -m trainer train ...      (data parallel)
+
+Exit codes: 0 finished; 2 a bad setting or file (the message names it and the fix);
+128 + the signal's number (143 SIGTERM, 130 Ctrl-C) when a run was stopped: its
+last checkpoint is complete and `--resume` continues it.
 """
 
 from __future__ import annotations
@@ -13,31 +18,44 @@ import logging
 import sys
 from dataclasses import fields
 from pathlib import Path
+from typing import Any
 
-from trainer.config import EVAL_SEED_BASE, PRECISIONS, TOOL_FORMATS, TrainConfig
+from trainer.config import EVAL_SEED_BASE, TrainConfig
 from trainer.errors import TrainerError
+from trainer.settings import BACKENDS, PRECISIONS, REPORTERS, TOOL_FORMATS
 
 DEFAULTS = TrainConfig()
 # `trainer train` options that set a number of TrainConfig, with their help.
-TRAIN_SETTINGS: dict[str, str | None] = {
-    "iterations": None,
-    "groups": "G seeds per iteration",
-    "group_size": "K episodes per seed",
-    "learning_rate": None,
-    "clip_epsilon": None,
-    "kl_beta": None,
-    "max_grad_norm": None,
-    "minibatch_size": None,
-    "epochs": None,
-    "lora_rank": None,
-    "lora_alpha": None,
-    "lora_dropout": None,
-    "generation_batch_size": None,
+TRAIN_SETTINGS: dict[str, str] = {
+    "iterations": "GRPO iterations (each: rollouts, update, checkpoint)",
+    "groups": "G: seeds (groups) per iteration",
+    "group_size": "K: episodes per seed, compared with each other",
+    "learning_rate": "AdamW learning rate of the GRPO updates",
+    "weight_decay": "AdamW weight decay",
+    "clip_epsilon": "PPO clip range e of the ratio",
+    "kl_beta": "weight of KL(pi || base); 0 skips the reference pass",
+    "advantage_epsilon": "eps in A = (r - mean) / (std + eps)",
+    "max_grad_norm": "gradient clipping norm",
+    "minibatch_size": "episodes per optimizer step",
+    "epochs": "passes over an iteration's episodes",
+    "lora_rank": "LoRA rank r (vLLM serves r <= 16 by default)",
+    "lora_alpha": "LoRA alpha (scale alpha / r)",
+    "lora_dropout": "LoRA dropout in [0, 1)",
+    "generation_batch_size": "prompts per generate call (transformers backend)",
     "cold_start": "gold demonstrations for supervised epochs before GRPO (base models)",
-    "cold_start_epochs": None,
-    "cold_start_learning_rate": None,
-    "seed": None,
+    "cold_start_epochs": "supervised epochs of the cold start",
+    "cold_start_learning_rate": "learning rate of the cold start",
+    "seed": "seed of the LoRA initialisation, sampling and training seeds",
 }
+# Options of both commands that set how long an episode and its calls may run.
+ROLLOUT_SETTINGS: dict[str, str] = {
+    "max_new_tokens": "tokens the model may write per turn",
+    "max_turns": "assistant turns per episode",
+    "max_total_tokens": "longest conversation in tokens; longer episodes end with reward 0",
+    "temperature": "sampling temperature of rollouts (and of the policy's log-probs)",
+    "step_timeout": "seconds one environment call may take before its episode is lost",
+}
+CONFIG_LISTS = {"lora_target_modules"}  # settings a --config file may give as a list
 
 
 def _config(arguments: argparse.Namespace) -> TrainConfig:
@@ -46,85 +64,76 @@ def _config(arguments: argparse.Namespace) -> TrainConfig:
         for f in fields(TrainConfig)
         if getattr(arguments, f.name, None) is not None
     }
-    if isinstance(values.get("lora_target_modules"), str):
-        values["lora_target_modules"] = tuple(values["lora_target_modules"].split(","))
+    modules = values.get("lora_target_modules")
+    if isinstance(modules, str):
+        values["lora_target_modules"] = tuple(m.strip() for m in modules.split(","))
+    elif isinstance(modules, list):
+        values["lora_target_modules"] = tuple(modules)
     return TrainConfig(**values)
 
 
-def _generator(
-    backend: str, model: object, tokenizer: object, config: TrainConfig, base: str
-) -> object:
-    from trainer.generation import TransformersGenerator, VLLMGenerator
-
-    if backend == "transformers":
-        return TransformersGenerator(model, tokenizer, config.generation_batch_size)
-    try:
-        from vllm import LLM
-    except ImportError:
-        raise TrainerError(
-            "--backend vllm needs `pip install trace-factory[vllm]` on a GPU machine"
-        ) from None
-    engine = LLM(model=base, enable_lora=True, max_lora_rank=max(16, config.lora_rank))
-    return VLLMGenerator(engine, {tokenizer.eos_token_id})  # type: ignore[attr-defined]
+def _need(arguments: argparse.Namespace, *names: str) -> None:
+    for name in names:
+        if not getattr(arguments, name, None):
+            raise TrainerError(
+                f"--{name} is required (on the command line or in the --config file)"
+            )
 
 
 def _train(arguments: argparse.Namespace) -> int:
-    from trainer import distributed
-    from trainer.envs import resolve_env
-    from trainer.export import export_adapter
-    from trainer.grpo import train
-    from trainer.models import load_base, mixed_precision, with_lora
-    from trainer.plots import plot_learning_curve
+    from trainer.run import open_run
 
+    _need(arguments, "env", "model", "out")
     config = _config(arguments)
-    handle = resolve_env(arguments.env)
-    out = Path(arguments.out)
-    if (
-        out.exists()
-        and any(out.iterdir())
-        and not arguments.resume
-        and not arguments.force
-    ):
-        raise TrainerError(
-            f"--out {out} is not empty; pass --resume to continue or --force to start over"
-        )
-    distributed.init()
-    base, tokenizer = load_base(arguments.model, chat_template=arguments.chat_template)
-    model = with_lora(base, config)
-    generator = _generator(config.backend, model, tokenizer, config, arguments.model)
-    with mixed_precision(config.precision, model):
-        metrics = train(
-            config, handle, model, tokenizer, generator, out, resume=arguments.resume
-        )
-    if distributed.rank() == 0:
-        export_adapter(
-            out,
-            model,
-            handle,
-            arguments.model,
-            config.as_dict(),
-            metrics,
-            config.train_seed(0, 0),
-            arguments.chat_template,
-        )
-        if metrics:
-            plot_learning_curve(metrics, out / "learning_curve.png")
+    run = open_run(
+        config,
+        arguments.env,
+        arguments.model,
+        Path(arguments.out),
+        chat_template=arguments.chat_template,
+        resume=arguments.resume,
+        force=arguments.force,
+    )
+    outcome, command = run.execute()
+    if command is None:  # not rank 0
+        return 0 if outcome.stopped_by is None else 128 + outcome.stopped_by
+    done = len(outcome.metrics)
+    if outcome.stopped_by is not None:
         print(
-            f"adapter written to {out} ({len(metrics)} iterations); metrics in {out / 'metrics.jsonl'}"
+            f"stopped by signal {outcome.stopped_by} after iteration {done}; the checkpoint "
+            f"in {run.out} is complete: continue with --resume",
+            file=sys.stderr,
         )
+        return 128 + outcome.stopped_by
+    print(
+        f"adapter written to {run.out} ({done} iterations); metrics in {run.out / 'metrics.jsonl'}"
+    )
+    print(f"serve it with vLLM: {command}")
     return 0
 
 
 def _eval(arguments: argparse.Namespace) -> int:
     from trainer.envs import resolve_env
+    from trainer.evaluation import evaluate
     from trainer.export import trained_with
     from trainer.generation import TransformersGenerator
-    from trainer.grpo import evaluate
     from trainer.models import load_adapter, load_base, mixed_precision
     from trainer.rollout import RolloutLimits
+    from trainer.settings import check
 
-    if arguments.episodes < 1:
-        raise TrainerError("--episodes must be at least 1")
+    _need(arguments, "env", "model")
+    check("episodes", arguments.episodes)
+    limits = RolloutLimits(
+        arguments.max_turns,
+        arguments.max_new_tokens,
+        arguments.max_total_tokens,
+        arguments.temperature,
+        arguments.step_timeout,
+    )
+    if arguments.adapter is not None and not Path(arguments.adapter).is_dir():
+        raise TrainerError(
+            f"--adapter: {arguments.adapter} is not a folder; give one written by `trainer train`"
+        )
     handle = resolve_env(arguments.env)
     # An adapter is evaluated with the prompt format it was trained with, unless told.
     trained = trained_with(arguments.adapter)
@@ -132,15 +141,15 @@ def _eval(arguments: argparse.Namespace) -> int:
     tool_format = arguments.tool_format or trained.get("config", {}).get(
         "tool_format", DEFAULTS.tool_format
     )
-    model, tokenizer = load_base(arguments.model, chat_template=chat_template)
+    if tool_format not in TOOL_FORMATS:
+        raise TrainerError(
+            f"--tool-format must be one of {', '.join(TOOL_FORMATS)}, not {tool_format!r}"
+        )
+    model, tokenizer = load_base(
+        arguments.model, chat_template=chat_template, precision=arguments.precision
+    )
     if arguments.adapter:
         model = load_adapter(model, arguments.adapter)
-    limits = RolloutLimits(
-        arguments.max_turns,
-        arguments.max_new_tokens,
-        arguments.max_total_tokens,
-        arguments.temperature,
-    )
     with mixed_precision(arguments.precision, model):
         report = evaluate(
             handle,
@@ -164,21 +173,32 @@ def _eval(arguments: argparse.Namespace) -> int:
     return 0
 
 
+def _numbers(parser: argparse.ArgumentParser, settings: dict[str, str]) -> None:
+    """One option per TrainConfig number, typed and defaulted like the field."""
+    for name, help_text in settings.items():
+        default = getattr(DEFAULTS, name)
+        parser.add_argument(
+            "--" + name.replace("_", "-"),
+            type=type(default),
+            default=default,
+            help=help_text,
+        )
+
+
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
+        "--config",
+        default=None,
+        help="a YAML file of settings (option names as keys); flags override it",
+    )
+    parser.add_argument(
         "--env",
-        required=True,
-        help="gymnasium id, installed package, or generated_envs/<cap>",
+        help="gymnasium id, installed package, or generated_envs/<cap> (required)",
     )
     parser.add_argument(
-        "--model", required=True, help="local folder, .gguf file, or Hugging Face id"
+        "--model", help="local folder, .gguf file, or Hugging Face id (required)"
     )
-    parser.add_argument("--max-new-tokens", type=int, default=DEFAULTS.max_new_tokens)
-    parser.add_argument("--max-turns", type=int, default=DEFAULTS.max_turns)
-    parser.add_argument(
-        "--max-total-tokens", type=int, default=DEFAULTS.max_total_tokens
-    )
-    parser.add_argument("--temperature", type=float, default=DEFAULTS.temperature)
+    _numbers(parser, ROLLOUT_SETTINGS)
     parser.add_argument(
         "--chat-template",
         default=None,
@@ -188,7 +208,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
         "--precision",
         choices=PRECISIONS,
         default=DEFAULTS.precision,
-        help="bf16: mixed precision (faster on GPUs and CPUs with AVX512-BF16)",
+        help="bf16: base weights stored in bfloat16, mixed-precision passes (faster on "
+        "GPUs and CPUs with AVX512-BF16)",
     )
     parser.add_argument(
         "--tool-format",
@@ -199,30 +220,34 @@ def _common(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _commands() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    formatter = argparse.ArgumentDefaultsHelpFormatter
     parser = argparse.ArgumentParser(
-        prog="trainer", description="LoRA-GRPO on TRACE environments."
+        prog="trainer",
+        description="LoRA-GRPO on TRACE environments.",
+        epilog="Exit codes: 0 done, 2 bad setting or file, 128+N stopped by signal N "
+        "(143 SIGTERM; the checkpoint is complete, --resume continues).",
     )
     commands = parser.add_subparsers(dest="command", required=True)
-    train = commands.add_parser("train", help="train one LoRA adapter with GRPO")
+    train = commands.add_parser(
+        "train", help="train one LoRA adapter with GRPO", formatter_class=formatter
+    )
     _common(train)
+    train.add_argument("--out", help="adapter folder, e.g. adapters/<cap> (required)")
+    _numbers(train, TRAIN_SETTINGS)
     train.add_argument(
-        "--out", required=True, help="adapter folder, e.g. adapters/<cap>"
-    )
-    for name, help_text in TRAIN_SETTINGS.items():
-        default = getattr(DEFAULTS, name)
-        train.add_argument(
-            "--" + name.replace("_", "-"),
-            type=type(default),
-            default=default,
-            help=help_text,
-        )
-    train.add_argument(
-        "--lora-target-modules", default=",".join(DEFAULTS.lora_target_modules)
+        "--lora-target-modules",
+        default=",".join(DEFAULTS.lora_target_modules),
+        help="comma-separated names of the linear layers LoRA adapts",
     )
     train.add_argument(
-        "--backend", choices=["transformers", "vllm"], default=DEFAULTS.backend
-    )
+        "--backend", choices=BACKENDS, default=DEFAULTS.backend,
+        help="rollout sampler: transformers (CPU or GPU) or vllm (GPU)",
+    )  # fmt: skip
+    train.add_argument(
+        "--report-to", choices=REPORTERS, default=DEFAULTS.report_to,
+        help="where metrics also go (tensorboard: <out>/runs)",
+    )  # fmt: skip
     train.add_argument(
         "--resume", action="store_true", help="continue from the checkpoint in --out"
     )
@@ -231,15 +256,89 @@ def build_parser() -> argparse.ArgumentParser:
     )
     train.set_defaults(run=_train)
     evaluate = commands.add_parser(
-        "eval", help="success rate and reward with 95%% intervals"
+        "eval",
+        help="success rate and reward with 95%% intervals",
+        formatter_class=formatter,
     )
     _common(evaluate)
     evaluate.add_argument(
         "--adapter", default=None, help="adapter folder (default: the base model)"
     )
-    evaluate.add_argument("--episodes", type=int, default=50)
+    evaluate.add_argument(
+        "--episodes", type=int, default=50, help="evaluation seeds, one episode each"
+    )
     evaluate.set_defaults(run=_eval)
-    return parser
+    return parser, {"train": train, "eval": evaluate}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    return _commands()[0]
+
+
+def _config_file(path: str, command: argparse.ArgumentParser) -> dict[str, Any]:
+    """The settings of a --config YAML file, keyed by option destination and checked."""
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as handle:
+            values = yaml.safe_load(handle)
+    except OSError as exc:
+        raise TrainerError(
+            f"--config {path}: cannot read it ({exc.strerror or exc})"
+        ) from None
+    except (yaml.YAMLError, UnicodeDecodeError, RecursionError) as exc:
+        raise TrainerError(
+            f"--config {path} is not valid YAML ({str(exc).splitlines()[0]})"
+        ) from None
+    if values is None:
+        return {}
+    if not isinstance(values, dict):
+        raise TrainerError(
+            f"--config {path} must be a mapping of option names to values"
+        )
+    known = {
+        a.dest: a
+        for a in command._actions  # argparse has no public list of a parser's options
+        if a.option_strings and a.dest not in ("help", "config")
+    }
+    settings = {}
+    for key, value in values.items():
+        dest = str(key).replace("-", "_")
+        if dest not in known:
+            raise TrainerError(
+                f"--config {path}: unknown setting {key!r}; known: {', '.join(sorted(known))}"
+            )
+        if isinstance(value, list) and dest in CONFIG_LISTS:
+            value = ",".join(str(v) for v in value)
+        if not isinstance(value, (str, int, float, bool)):
+            raise TrainerError(
+                f"--config {path}: {key} must be a number, text or true/false, not {value!r}"
+            )
+        action = known[dest]
+        if action.type is not None and not isinstance(value, bool):
+            try:
+                value = action.type(value)
+            except (TypeError, ValueError):
+                raise TrainerError(
+                    f"--config {path}: {key} cannot be {value!r}"
+                ) from None
+        if action.choices is not None and value not in action.choices:
+            raise TrainerError(
+                f"--config {path}: {key} must be one of {', '.join(map(str, action.choices))}"
+            )
+        settings[dest] = value
+    return settings
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    """Command-line arguments over the --config file's settings over the defaults."""
+    parser, commands = _commands()
+    arguments = parser.parse_args(argv)
+    if arguments.config:
+        command = commands[arguments.command]
+        command.set_defaults(**_config_file(arguments.config, command))
+        arguments = parser.parse_args(argv)
+    return arguments
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -247,8 +346,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
-    arguments = build_parser().parse_args(argv)
     try:
+        arguments = parse(argv)
         return arguments.run(arguments)
     except TrainerError as exc:
         print(f"trainer: error: {exc}", file=sys.stderr)

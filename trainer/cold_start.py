@@ -16,15 +16,13 @@ import importlib
 import random
 from typing import Any
 
-import torch
-from tqdm import tqdm
-
-from trainer import distributed
+from trainer import env_calls
 from trainer.chat import ChatFormat
 from trainer.config import EVAL_SEED_BASE, TrainConfig
 from trainer.envs import EnvHandle
 from trainer.errors import TrainerError
-from trainer.rollout import Episode
+from trainer.losses import sft_loss
+from trainer.optimize import Batch, Row, batch_logprobs, optimize
 
 
 def demonstration_seeds(count: int) -> list[int]:
@@ -32,10 +30,8 @@ def demonstration_seeds(count: int) -> list[int]:
     return [EVAL_SEED_BASE - 1 - i for i in range(count)]
 
 
-def demonstration(
-    chat: ChatFormat, messages: list[dict[str, Any]]
-) -> tuple[list[int], list[int]]:
-    """Token ids of a finished conversation and its mask (1 on assistant tokens).
+def demonstration(chat: ChatFormat, messages: list[dict[str, Any]]) -> Row:
+    """Token ids of a finished conversation, with mask 1 on the assistant's tokens.
 
     Built the way the rollout engine builds an episode (prompt, then each turn,
     then the template's tokens of what followed), so training on it trains
@@ -55,12 +51,35 @@ def demonstration(
         following = chat.continuation(messages[: turn + 1], messages[turn + 1 : after])
         tokens += following
         mask += [0] * len(following)
-    return tokens, mask
+    return Row(tokens, mask)
+
+
+def _gold(
+    handle: EnvHandle, seed: int, run_episode: Any, timeout: float
+) -> tuple[Any, Any]:
+    """(tools, episode) of the gold policy on `seed`; a faulty environment is a TrainerError."""
+
+    def play() -> tuple[Any, Any]:
+        env = handle.make()
+        tools = env.reset(seed=seed)[1]["tools"]
+        return tools, run_episode(env, "gold", seed)
+
+    try:
+        return env_calls.guarded(play, timeout, "the gold policy's episode")
+    except env_calls.EnvFault as exc:
+        raise TrainerError(
+            f"--cold-start: {handle.env_id} cannot play its gold policy on seed {seed}: "
+            f"{exc}; validate the package with `factory validate`"
+        ) from None
 
 
 def demonstrations(
-    handle: EnvHandle, tokenizer: Any, count: int, tool_format: str
-) -> list[tuple[list[int], list[int]]]:
+    handle: EnvHandle,
+    tokenizer: Any,
+    count: int,
+    tool_format: str,
+    timeout: float = 60.0,
+) -> list[Row]:
     """`count` gold episodes of the environment, tokenized with their masks."""
     try:
         run_episode = importlib.import_module(handle.package).run_episode
@@ -71,10 +90,8 @@ def demonstrations(
         ) from None
     rows = []
     for seed in demonstration_seeds(count):
-        env = handle.make()
-        tools = env.reset(seed=seed)[1]["tools"]
-        episode = run_episode(env, "gold", seed)
-        if not episode.success:
+        tools, episode = _gold(handle, seed, run_episode, timeout)
+        if not getattr(episode, "success", False):
             raise TrainerError(
                 f"the gold policy of {handle.env_id} fails on seed {seed}; "
                 "validate the package with `factory validate`"
@@ -85,66 +102,26 @@ def demonstrations(
 
 
 def run(
-    model: Any,
-    rows: list[tuple[list[int], list[int]]],
-    config: TrainConfig,
-    pad: int,
-    rng: random.Random,
+    model: Any, rows: list[Row], config: TrainConfig, pad: int, rng: random.Random
 ) -> list[float]:
     """`config.cold_start_epochs` epochs of minibatch AdamW on L_SFT; the mean loss per epoch."""
-    from trainer.grpo import Batch, token_logprobs  # here: grpo imports this module
+    import torch
 
-    device = next(p for p in model.parameters() if p.requires_grad).device
     trainable = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trainable, lr=config.cold_start_learning_rate)
-    model.train()
-    epoch_losses = []
-    size = config.minibatch_size
-    steps = distributed.max_over_ranks(-(-len(rows) // size))
-    progress = tqdm(
-        total=config.cold_start_epochs * steps,
+
+    def loss_of(batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
+        return sft_loss(batch_logprobs(model, batch, 1.0), batch.mask), {}
+
+    return optimize(
+        model,
+        optimizer,
+        rows,
+        loss_of,
+        minibatch_size=config.minibatch_size,
+        epochs=config.cold_start_epochs,
+        max_grad_norm=config.max_grad_norm,
+        pad=pad,
+        rng=rng,
         desc="cold start",
-        unit="step",
-        disable=distributed.rank() != 0 or None,
-    )
-    for _ in range(config.cold_start_epochs):
-        order = list(range(len(rows)))
-        rng.shuffle(order)
-        losses = []
-        # Every rank takes the same number of steps; a rank out of demonstrations adds zeros.
-        for step in range(steps):
-            optimizer.zero_grad(set_to_none=False)
-            chosen = [rows[i] for i in order[step * size : (step + 1) * size]]
-            if chosen:
-                batch = Batch.of(
-                    [
-                        Episode(0, 0, tokens, mask, [0.0] * len(tokens))
-                        for tokens, mask in chosen
-                    ],
-                    [0.0] * len(chosen),
-                    pad,
-                    device,
-                )
-                logprobs = token_logprobs(
-                    model, batch.tokens, batch.attention, 1.0, batch.mask
-                )
-                # L_SFT: 1/|o_i| per demonstration, then the mean over the minibatch
-                loss = (
-                    -(logprobs * batch.mask).sum(dim=1)
-                    / batch.mask.sum(dim=1).clamp(min=1)
-                ).mean()
-                loss.backward()
-                losses.append(float(loss.detach()))
-            distributed.average_gradients(trainable)
-            torch.nn.utils.clip_grad_norm_(trainable, config.max_grad_norm)
-            optimizer.step()
-            progress.update()
-            if losses:
-                progress.set_postfix(loss=f"{losses[-1]:.3f}")
-        epoch_losses.append(
-            distributed.mean_over_ranks({"loss": sum(losses) / max(len(losses), 1)})[
-                "loss"
-            ]
-        )
-    progress.close()
-    return epoch_losses
+    )["epoch_losses"]

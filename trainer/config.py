@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from trainer.errors import TrainerError
+from trainer.rollout import RolloutLimits
+from trainer.settings import (
+    BACKENDS,
+    PRECISIONS,
+    RANGES,
+    REPORTERS,
+    TOOL_FORMATS,
+    check,
+)
 
-PRECISIONS = ("fp32", "bf16")
-# How tools are listed when a chat template has no tool role.
-TOOL_FORMATS = ("json", "compact")
-EVAL_SEED_BASE = (
-    2**30
-)  # training seeds are below, evaluation seeds at or above: never shared
+EVAL_SEED_BASE = 2**30  # training seeds are below, evaluation seeds at or above
 
 
 @dataclass(frozen=True)
@@ -46,43 +50,42 @@ class TrainConfig:
     cold_start_learning_rate: float = 2e-4
     seed: int = 0
     backend: str = "transformers"
+    step_timeout: float = 60.0  # seconds one environment call may take
+    report_to: str = "none"  # or tensorboard, wandb: where metrics also go
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        positive = ("iterations", "groups", "group_size", "max_new_tokens", "max_turns",
-                    "max_total_tokens", "minibatch_size", "epochs", "lora_rank",
-                    "generation_batch_size")  # fmt: skip
-        for name in positive:
-            if getattr(self, name) < 1:
-                raise TrainerError(f"--{name.replace('_', '-')} must be at least 1")
-        if self.group_size < 2:
-            raise TrainerError(
-                "--group-size must be at least 2: GRPO compares episodes of a group"
-            )
-        if self.cold_start < 0 or self.cold_start_epochs < 1:
-            raise TrainerError(
-                "--cold-start must be >= 0 and --cold-start-epochs at least 1"
-            )
-        if not self.cold_start_learning_rate > 0:
-            raise TrainerError("--cold-start-learning-rate must be positive")
-        if self.precision not in PRECISIONS:
-            raise TrainerError(f"--precision must be one of {', '.join(PRECISIONS)}")
-        if self.tool_format not in TOOL_FORMATS:
-            raise TrainerError(
-                f"--tool-format must be one of {', '.join(TOOL_FORMATS)}"
-            )
-        if not self.temperature > 0:
-            raise TrainerError("--temperature must be positive")
-        if not 0 < self.clip_epsilon < 1:
-            raise TrainerError("--clip-epsilon must be in (0, 1)")
-        if self.learning_rate <= 0 or self.kl_beta < 0 or self.max_grad_norm <= 0:
-            raise TrainerError(
-                "learning rate and grad norm must be positive, KL beta >= 0"
-            )
-        if self.backend not in ("transformers", "vllm"):
-            raise TrainerError("--backend must be 'transformers' or 'vllm'")
+        for setting in fields(self):
+            if setting.name in RANGES:
+                check(setting.name, getattr(self, setting.name))
         if self.max_total_tokens <= self.max_new_tokens:
             raise TrainerError("--max-total-tokens must exceed --max-new-tokens")
+        choices = {
+            "precision": PRECISIONS,
+            "tool_format": TOOL_FORMATS,
+            "backend": BACKENDS,
+            "report_to": REPORTERS,
+        }
+        for name, allowed_values in choices.items():
+            if getattr(self, name) not in allowed_values:
+                raise TrainerError(
+                    f"--{name.replace('_', '-')} must be one of {', '.join(allowed_values)}, "
+                    f"not {getattr(self, name)!r}"
+                )
+        if not self.lora_target_modules or not all(
+            isinstance(m, str) and m for m in self.lora_target_modules
+        ):
+            raise TrainerError("--lora-target-modules must name at least one module")
+
+    def rollout_limits(self) -> RolloutLimits:
+        """How long each training episode and environment call may run."""
+        return RolloutLimits(
+            self.max_turns,
+            self.max_new_tokens,
+            self.max_total_tokens,
+            self.temperature,
+            self.step_timeout,
+        )
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -56,3 +56,9 @@ def mean_over_ranks(values: dict[str, float]) -> dict[str, float]:
     tensor = torch.tensor(list(values.values()), dtype=torch.float64)
     dist.all_reduce(tensor)
     return dict(zip(values, (tensor / world_size()).tolist(), strict=True))
+
+
+def barrier() -> None:
+    """Wait until every rank is here (rank 0 has finished writing a checkpoint)."""
+    if world_size() > 1:
+        dist.barrier()

@@ -2,44 +2,40 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 from pathlib import Path
 from typing import Any
 
+from trainer import env_calls, vllm_adapter
 from trainer.envs import EnvHandle
+from trainer.errors import TrainerError
 
 log = logging.getLogger("trainer.export")
 
 
-def vllm_problems(adapter_config: dict[str, Any], max_lora_rank: int = 64) -> list[str]:
-    """What vLLM's LoRA loader would refuse in an adapter_config.json (its documented checks)."""
-    problems = [
-        f"missing '{k}'"
-        for k in ("r", "lora_alpha", "target_modules")
-        if k not in adapter_config
-    ]
-    if adapter_config.get("r", 0) > max_lora_rank:
-        problems.append(f"rank {adapter_config['r']} > max_lora_rank {max_lora_rank}")
-    if adapter_config.get("bias", "none") != "none":
-        problems.append("bias adapters need bias_enabled")
-    if adapter_config.get("use_dora"):
-        problems.append("DoRA is not supported")
-    if adapter_config.get("modules_to_save"):
-        problems.append("modules_to_save is not supported")
-    return problems
+def example_trajectory(
+    handle: EnvHandle, out: Path, seed: int, timeout: float
+) -> list[dict[str, Any]]:
+    """A successful trajectory: one of the run's own, else the gold policy's, else none.
 
-
-def example_trajectory(handle: EnvHandle, out: Path, seed: int) -> list[dict[str, Any]]:
-    """A successful trajectory: one of the run's own, else the gold policy's."""
+    An environment that cannot even play its gold policy still gets its trace.json
+    (with no example), so a finished run always leaves a complete adapter folder.
+    """
     saved = out / "example_trajectory.json"
     if saved.is_file():
         return json.loads(saved.read_text(encoding="utf-8"))
-    import importlib
 
-    package = importlib.import_module(handle.package)
-    episode = package.run_episode(handle.make(), "gold", seed)
-    return episode.info["messages"]
+    def gold() -> list[dict[str, Any]]:
+        package = importlib.import_module(handle.package)
+        return list(package.run_episode(handle.make(), "gold", seed).info["messages"])
+
+    try:
+        return env_calls.guarded(gold, timeout, "the gold policy's example episode")
+    except env_calls.EnvFault as exc:
+        log.warning("trace.json gets no example trajectory: %s", exc)
+        return []
 
 
 def trained_with(adapter: str | None) -> dict[str, Any]:
@@ -47,27 +43,43 @@ def trained_with(adapter: str | None) -> dict[str, Any]:
     path = Path(adapter) / "trace.json" if adapter else None
     if path is None or not path.is_file():
         return {}
-    return json.loads(path.read_text(encoding="utf-8")).get("training") or {}
+    try:
+        trace = json.loads(path.read_text(encoding="utf-8"))
+        training = trace.get("training") or {}
+        if not isinstance(training, dict) or not isinstance(
+            training.get("config", {}), dict
+        ):
+            raise ValueError("'training' is not an object with a 'config' object")
+    except (ValueError, AttributeError, RecursionError) as exc:
+        raise TrainerError(
+            f"--adapter: {path} is not a trace.json `trainer train` wrote ({exc}); "
+            "restore it or pass --chat-template and --tool-format yourself"
+        ) from None
+    return training
 
 
 def export_adapter(
     out: Path,
     model: Any,
+    tokenizer: Any,
     handle: EnvHandle,
     base_model: str,
     config: dict[str, Any],
     metrics: list[dict[str, Any]],
     seed: int,
     chat_template: str | None = None,
-) -> Path:
-    """Write adapter_config.json, adapter_model.safetensors and trace.json into `out`.
+) -> str:
+    """Write the PEFT adapter, its tokenizer and trace.json into `out`; the vLLM command.
 
-    `chat_template` is the --chat-template a base model was trained with, so
-    `trainer eval` and the router prompt it the same way.
+    The adapter holds LoRA tensors only, never the embedding or LM head a chat
+    template's new tokens resized (vLLM refuses those); the tokenizer saved
+    beside it carries those tokens, and `trainer.models.load_base` rebuilds their
+    rows the same way on every load. `chat_template` is the --chat-template a
+    base model was trained with, so `trainer eval` and the router prompt it the same way.
     """
-    model.save_pretrained(out)
-    config_path = out / "adapter_config.json"
-    for problem in vllm_problems(json.loads(config_path.read_text(encoding="utf-8"))):
+    model.save_pretrained(out, save_embedding_layers=False)
+    tokenizer.save_pretrained(out)
+    for problem in vllm_adapter.folder_problems(out):
         log.warning("vLLM will not load %s as is: %s", out, problem)
     trace = {
         "capability": handle.capability.get("name"),
@@ -76,7 +88,9 @@ def export_adapter(
         "base_model": base_model,
         "env_id": handle.env_id,
         "package": handle.package,
-        "example_trajectory": example_trajectory(handle, out, seed),
+        "example_trajectory": example_trajectory(
+            handle, out, seed, config.get("step_timeout", 60.0)
+        ),
         "training": {
             "iterations": len(metrics),
             "chat_template": chat_template,
@@ -85,7 +99,8 @@ def export_adapter(
             "last": metrics[-1] if metrics else None,
         },
     }
-    (out / "trace.json").write_text(
-        json.dumps(trace, indent=2) + "\n", encoding="utf-8"
-    )
-    return out
+    temporary = out / "trace.json.tmp"
+    temporary.write_text(json.dumps(trace, indent=2) + "\n", encoding="utf-8")
+    temporary.replace(out / "trace.json")
+    name = str(handle.capability.get("name") or out.name)
+    return vllm_adapter.serve_command(base_model, name, out, int(config["lora_rank"]))

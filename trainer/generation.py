@@ -31,9 +31,8 @@ class TransformersGenerator:
         self.tokenizer = tokenizer
         self.batch_size = batch_size
         eos = model.generation_config.eos_token_id
-        self.stops = set(eos if isinstance(eos, list) else [eos]) | {
-            tokenizer.eos_token_id
-        }
+        stops = eos if isinstance(eos, list) else [eos]
+        self.stops = {t for t in stops if t is not None} | {tokenizer.eos_token_id}
         self.pad = (
             tokenizer.pad_token_id
             if tokenizer.pad_token_id is not None

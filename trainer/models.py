@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -28,27 +30,79 @@ def _from_gguf(path: Path) -> Path:
     ).hexdigest()[:16]
     folder = GGUF_CACHE / key
     if not (folder / "config.json").is_file():
-        model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name)
-        tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+        try:
+            model = AutoModelForCausalLM.from_pretrained(
+                path.parent, gguf_file=path.name
+            )
+            tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+        except Exception as exc:  # noqa: BLE001 - the GGUF readers raise many kinds
+            raise TrainerError(
+                f"--model: {path} is not a GGUF model transformers can read "
+                f"({_first_line(exc)}); give a valid .gguf file or a model folder"
+            ) from None
         # The weights are dequantised on load; drop the GGUF quantizer so they save as
         # plain safetensors.
         model.hf_quantizer = None
         model.is_quantized = False
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
-        staging = folder.with_name(folder.name + ".tmp")
+        GGUF_CACHE.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f"{key}.", dir=GGUF_CACHE))
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
-        staging.rename(folder)
+        try:
+            staging.rename(folder)
+        except OSError:  # another run cached it first
+            shutil.rmtree(staging, ignore_errors=True)
     return folder
 
 
-def load_base(
-    model: str, device: str | None = None, chat_template: str | None = None
-) -> tuple[Any, Any]:
-    """(model, tokenizer) in float32 on `device` (default: cuda if available).
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
 
-    `chat_template` (a built-in name or a jinja file) is for base models without one.
+
+def _grow_vocabulary(base: Any, tokenizer: Any) -> None:
+    """Rows for the tokens a chat template added, identical on every load.
+
+    The adapter holds LoRA tensors only (vLLM refuses embedding layers in one),
+    so the new rows must be rebuilt the same way wherever the adapter is used:
+    each is the mean embedding plus noise of the embeddings' spread, seeded by
+    the token's own text.
+    """
+    import torch
+
+    old = base.get_input_embeddings().num_embeddings
+    base.resize_token_embeddings(len(tokenizer), mean_resizing=False)
+    layers = [base.get_input_embeddings().weight]
+    output = base.get_output_embeddings()
+    if output is not None and output.weight is not layers[0]:
+        layers.append(output.weight)
+    with torch.no_grad():
+        for salt, weight in enumerate(layers):
+            mean, spread = weight[:old].mean(dim=0), weight[:old].std(dim=0)
+            for index in range(old, weight.shape[0]):
+                text = f"{salt}:{tokenizer.convert_ids_to_tokens(index)}"
+                seed = int.from_bytes(
+                    hashlib.sha256(text.encode()).digest()[:8], "little"
+                )
+                noise = torch.randn(
+                    weight.shape[1], generator=torch.Generator().manual_seed(seed)
+                )
+                weight[index] = mean + spread * noise.to(weight.dtype)
+
+
+def load_base(
+    model: str,
+    device: str | None = None,
+    chat_template: str | None = None,
+    precision: str = "fp32",
+) -> tuple[Any, Any]:
+    """(model, tokenizer) on `device` (default: cuda if available).
+
+    The weights are stored in float32, or in bfloat16 with `precision="bf16"`:
+    frozen base weights then need no cast on each pass (LoRA weights that
+    `with_lora` adds stay float32). `chat_template` (a built-in name or a jinja
+    file) is for base models without one.
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -62,23 +116,28 @@ def load_base(
         raise TrainerError(
             f"--model: '{model}' is not a local folder, a .gguf file or a Hugging Face id (org/name)"
         )
+    elif path.exists() and not path.is_dir():
+        raise TrainerError(
+            f"--model: {path} is a file; give a model folder or a .gguf file"
+        )
     source = str(path) if path.exists() else model
     if path.is_dir() and not (path / "config.json").is_file():
         raise TrainerError(
             f"--model: {path} has no config.json (not a transformers model folder)"
         )
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)
-        base = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32)
-    except OSError as exc:
+        base = AutoModelForCausalLM.from_pretrained(source, dtype=dtype)
+    except Exception as exc:  # noqa: BLE001 - config, tokenizer and weight readers raise many kinds
         raise TrainerError(
-            f"--model: cannot load '{model}' ({str(exc).splitlines()[0]}); give a local folder "
-            "or a Hugging Face id this machine can download"
+            f"--model: cannot load '{model}' ({_first_line(exc)}); give a complete local "
+            "model folder or a Hugging Face id this machine can download"
         ) from None
     if chat_template is not None:
         apply_chat_template(tokenizer, chat_template)
         if len(tokenizer) > base.get_input_embeddings().num_embeddings:
-            base.resize_token_embeddings(len(tokenizer))
+            _grow_vocabulary(base, tokenizer)
     if getattr(tokenizer, "chat_template", None) is None:
         raise TrainerError(
             f"--model: {model} has no chat template (a base model?); pass --chat-template "
@@ -86,6 +145,10 @@ def load_base(
         )
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
+    if tokenizer.eos_token_id is None:
+        raise TrainerError(
+            f"--model: the tokenizer of {model} has no end-of-sequence token"
+        )
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     return base.to(device), tokenizer
 
@@ -100,9 +163,9 @@ def _fast_cpu_bf16() -> bool:
 def mixed_precision(precision: str, model: Any) -> Any:
     """A context where forward and backward passes run in `precision` (fp32: as loaded).
 
-    bf16 autocasts matmuls to bfloat16 (weights stay fp32): about 1.45x faster
-    training steps for Gemma 3 270M on a CPU with AVX512-BF16, and the usual
-    choice on GPUs.
+    bf16 autocasts matmuls to bfloat16 (over base weights that `load_base`
+    stores in bfloat16 and LoRA weights in float32): about 1.45x faster training
+    steps for Gemma 3 270M on a CPU with AVX512-BF16, and the usual choice on GPUs.
     """
     import torch
 
@@ -124,7 +187,11 @@ def mixed_precision(precision: str, model: Any) -> Any:
 
 
 def with_lora(base: Any, config: TrainConfig) -> Any:
-    """The base model wrapped with a fresh LoRA adapter (only the adapter trains)."""
+    """The base model wrapped with a fresh LoRA adapter drawn from `config.seed`.
+
+    Only the adapter trains; its weights are float32 even over bfloat16 base
+    weights (peft's `autocast_adapter_dtype`), so optimizer steps keep full precision.
+    """
     import torch
     from peft import LoraConfig, get_peft_model
 
@@ -147,6 +214,7 @@ def with_lora(base: Any, config: TrainConfig) -> Any:
         bias="none",
         task_type="CAUSAL_LM",
     )
+    torch.manual_seed(config.seed)  # LoRA A is drawn at random: --seed must fix it
     return get_peft_model(base, lora)
 
 
@@ -162,7 +230,8 @@ def load_adapter(base: Any, adapter: str) -> Any:
             )
     try:
         return PeftModel.from_pretrained(base, folder)
-    except (ValueError, RuntimeError, KeyError) as exc:
+    except Exception as exc:  # noqa: BLE001 - peft and safetensors raise many kinds
         raise TrainerError(
-            f"--adapter: {folder} does not fit this base model ({exc})"
+            f"--adapter: {folder} is broken or does not fit this base model "
+            f"({_first_line(exc)}); give a folder written by `trainer train` for it"
         ) from None

@@ -9,15 +9,18 @@ code runs over any `Generator` (transformers here, vLLM on GPUs).
 
 from __future__ import annotations
 
-import json
+import enum
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from trainer import env_calls
 from trainer.chat import ChatFormat
 from trainer.envs import EnvHandle
+from trainer.errors import TrainerError
 from trainer.parsing import to_action
+from trainer.settings import check
 
 log = logging.getLogger("trainer.rollout")
 
@@ -38,6 +41,17 @@ class Generator(Protocol):
     ) -> list[Sample]: ...
 
 
+class Ending(enum.Enum):
+    """How an episode ended."""
+
+    RUNNING = "running"
+    FINISHED = "finished"  # the environment terminated or truncated it
+    TOKEN_LIMIT = "token limit"  # the next turn would outgrow max_total_tokens
+    ENV_FAULT = (
+        "environment fault"  # the env raised, exited, hung or answered malformed
+    )
+
+
 @dataclass
 class Episode:
     """One episode's tokens, mask, rollout log-probs and outcome."""
@@ -51,30 +65,88 @@ class Episode:
     reward: float = 0.0
     success: bool = False
     turns: int = 0
-    done: bool = False
-    error: str | None = None
+    ending: Ending = Ending.RUNNING
+    error: str | None = None  # what the environment did wrong (ENV_FAULT)
     env: Any = None
+
+    @property
+    def done(self) -> bool:
+        return self.ending is not Ending.RUNNING
 
     @property
     def generated(self) -> int:
         return sum(self.mask)
 
+    def extend(self, tokens: list[int], sampled: list[float] | None = None) -> None:
+        """Append tokens: sampled ones (mask 1, with their log-probs) or context (mask 0)."""
+        self.tokens += tokens
+        self.mask += [0 if sampled is None else 1] * len(tokens)
+        self.logprobs += [0.0] * len(tokens) if sampled is None else sampled
+
+
+Group = list[Episode]  # the K episodes of one seed, compared with each other by GRPO
+
 
 @dataclass(frozen=True)
 class RolloutLimits:
-    """How long an episode may run."""
+    """How long an episode and each environment call may run."""
 
     max_turns: int = 10
     max_new_tokens: int = 256
     max_total_tokens: int = 4096
     temperature: float = 1.0
+    step_timeout: float = 60.0
+
+    def __post_init__(self) -> None:
+        for name in ("max_turns", "max_new_tokens", "max_total_tokens", "temperature",
+                     "step_timeout"):  # fmt: skip
+            check(name, getattr(self, name))
+        if self.max_total_tokens <= self.max_new_tokens:
+            raise TrainerError("--max-total-tokens must exceed --max-new-tokens")
 
 
-def _finish(episode: Episode, reward: float, info: dict[str, Any]) -> None:
-    episode.done = True
-    episode.reward = float(reward)
-    episode.success = bool(info.get("success", False))
+def _finish(
+    episode: Episode,
+    ending: Ending,
+    reward: float = 0.0,
+    info: dict[str, Any] | None = None,
+) -> None:
+    episode.ending = ending
+    episode.reward = reward
+    episode.success = bool((info or {}).get("success", False))
     episode.env = None
+
+
+def _fault(episode: Episode, exc: env_calls.EnvFault) -> None:
+    """An environment fault costs this episode (reward 0), never the run."""
+    episode.error = str(exc)
+    log.warning("episode (seed %s) lost to its environment: %s", episode.seed, exc)
+    _finish(episode, Ending.ENV_FAULT)
+
+
+def _open(
+    episode: Episode,
+    handle: EnvHandle,
+    tokenizer: Any,
+    limits: RolloutLimits,
+    tool_format: str,
+) -> ChatFormat | None:
+    """Create and reset the episode's environment and tokenize its prompt."""
+    try:
+        episode.env = env_calls.make(
+            lambda: handle.make(max_turns=limits.max_turns), limits.step_timeout
+        )
+        episode.messages, tools = env_calls.reset(
+            episode.env, episode.seed, limits.step_timeout
+        )
+        chat = ChatFormat(tokenizer, tools, tool_format)
+        episode.extend(chat.prompt(episode.messages))
+        return chat
+    except env_calls.EnvFault as exc:
+        _fault(episode, exc)
+    except TrainerError as exc:  # this episode's messages break the chat template
+        _fault(episode, env_calls.EnvFault(f"its prompt cannot be rendered: {exc}"))
+    return None
 
 
 def collect(
@@ -85,78 +157,62 @@ def collect(
     group_size: int,
     limits: RolloutLimits,
     tool_format: str = "json",
-) -> list[Episode]:
-    """Run K episodes per seed (one group per seed) to the end; return them all.
+) -> list[Group]:
+    """Run K episodes per seed to the end; return one group of K episodes per seed.
 
     `tool_format` is how tools are listed when the chat template has no tool role.
     """
-    episodes: list[Episode] = []
-    chat: ChatFormat | None = None
-    eos = tokenizer.eos_token_id
-    for group, seed in enumerate(seeds):
+    groups: list[Group] = []
+    chats: dict[int, ChatFormat] = {}
+    for index, seed in enumerate(seeds):
+        group = []
         for _ in range(group_size):
-            episode = Episode(
-                group=group, seed=seed, env=handle.make(max_turns=limits.max_turns)
-            )
-            try:
-                observation, info = episode.env.reset(seed=seed)
-                episode.messages = json.loads(observation)
-                chat = chat or ChatFormat(tokenizer, info["tools"], tool_format)
-                episode.tokens = chat.prompt(episode.messages)
-            except Exception as exc:  # noqa: BLE001 - an env crash costs one episode
-                episode.error = f"reset: {exc!r}"
-                log.warning("episode (seed %s) failed at reset: %r", seed, exc)
-                _finish(episode, 0.0, {})
-            episode.mask = [0] * len(episode.tokens)
-            episode.logprobs = [0.0] * len(episode.tokens)
-            episodes.append(episode)
-    while active := [e for e in episodes if not e.done]:
+            episode = Episode(group=index, seed=seed)
+            chat = _open(episode, handle, tokenizer, limits, tool_format)
+            if chat is not None:
+                chats[id(episode)] = chat
+            group.append(episode)
+        groups.append(group)
+    while active := [e for g in groups for e in g if not e.done]:
         samples = generator.generate(
             [e.tokens for e in active], limits.max_new_tokens, limits.temperature
         )
         for episode, sample in zip(active, samples, strict=True):
-            _advance(episode, sample, chat, eos, limits)
-    return episodes
+            _advance(episode, sample, chats[id(episode)], limits)
+    return groups
 
 
 def _advance(
-    episode: Episode,
-    sample: Sample,
-    chat: ChatFormat | None,
-    eos: int,
-    limits: RolloutLimits,
+    episode: Episode, sample: Sample, chat: ChatFormat, limits: RolloutLimits
 ) -> None:
     """Append one sampled turn, step the environment, append its answer."""
-    assert chat is not None
-    episode.tokens += sample.tokens
-    episode.mask += [1] * len(sample.tokens)
-    episode.logprobs += sample.logprobs
+    eos = chat.tokenizer.eos_token_id
+    episode.extend(sample.tokens, sample.logprobs)
     episode.turns += 1
     text = chat.tokenizer.decode(sample.tokens, skip_special_tokens=True)
     action, message = to_action(text, episode.turns)
     try:
-        observation, reward, terminated, truncated, info = episode.env.step(action)
-        new = json.loads(observation)
-    except Exception as exc:  # noqa: BLE001 - an env crash costs one episode, not the run
-        episode.error = f"step: {exc!r}"
-        log.warning("episode (seed %s) crashed in step: %r", episode.seed, exc)
-        _finish(episode, 0.0, {})
+        answer = env_calls.step(episode.env, action, limits.step_timeout)
+    except env_calls.EnvFault as exc:
+        _fault(episode, exc)
         return
-    episode.messages += [message, *new]
-    if terminated or truncated:
-        _finish(episode, reward, info)
+    episode.messages += [message, *answer.messages]
+    if answer.done:
+        _finish(episode, Ending.FINISHED, answer.reward, answer.info)
         return
     closing = [] if sample.tokens and sample.tokens[-1] == eos else [eos]
-    following = closing + chat.continuation(
-        episode.messages[: len(episode.messages) - len(new)], new
-    )
+    try:
+        following = closing + chat.continuation(
+            episode.messages[: len(episode.messages) - len(answer.messages)],
+            answer.messages,
+        )
+    except TrainerError as exc:
+        _fault(episode, env_calls.EnvFault(f"its answer cannot be rendered: {exc}"))
+        return
     if (
         len(episode.tokens) + len(following) + limits.max_new_tokens
         > limits.max_total_tokens
     ):
-        episode.error = "token limit"
-        _finish(episode, 0.0, {})
+        _finish(episode, Ending.TOKEN_LIMIT)
         return
-    episode.tokens += following
-    episode.mask += [0] * len(following)
-    episode.logprobs += [0.0] * len(following)
+    episode.extend(following)

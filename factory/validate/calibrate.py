@@ -24,6 +24,7 @@ from typing import Any
 
 from factory.errors import FactoryError
 from factory.runtime import Knob
+from trainer.evaluation import wilson
 
 BAND = (0.2, 0.6)
 MIN_INFORMATIVE = 0.5
@@ -34,16 +35,6 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     if n - c < k:
         return 1.0
     return 1.0 - math.comb(n - c, k) / math.comb(n, k)
-
-
-def wilson(successes: int, n: int, z: float = 1.959964) -> tuple[float, float]:
-    """The 95% Wilson score interval of a success rate."""
-    if n == 0:
-        return 0.0, 1.0
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 @dataclass
@@ -236,7 +227,7 @@ def calibrate_local(
     from trainer.errors import TrainerError
     from trainer.generation import TransformersGenerator
     from trainer.models import load_adapter, load_base
-    from trainer.rollout import RolloutLimits, collect
+    from trainer.rollout import Ending, RolloutLimits, collect
 
     try:
         handle = resolve_env(package_dir)
@@ -248,7 +239,7 @@ def calibrate_local(
     limits = RolloutLimits(
         max_turns=max_turns, max_new_tokens=max_tokens, temperature=temperature
     )
-    played = collect(
+    groups = collect(
         handle,
         TransformersGenerator(policy, tokenizer),
         tokenizer,
@@ -256,9 +247,9 @@ def calibrate_local(
         samples,
         limits,
     )
-    rewards = [[e.reward for e in played if e.group == g] for g in range(len(seeds))]
-    successes = [[e.success for e in played if e.group == g] for g in range(len(seeds))]
-    failures = sum(e.error is not None and e.error != "token limit" for e in played)
+    rewards = [[e.reward for e in group] for group in groups]
+    successes = [[e.success for e in group] for group in groups]
+    failures = sum(e.ending is Ending.ENV_FAULT for group in groups for e in group)
     return Calibration(model, list(seeds), samples, rewards, successes, failures)
 
 

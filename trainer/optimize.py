@@ -1,0 +1,202 @@
+"""One minibatch optimisation loop, shared by the cold start and GRPO.
+
+Rows (token ids, a mask of the trained tokens, the sampler's log-probs and an
+advantage) are shuffled each epoch, cut into minibatches, and each minibatch
+takes one AdamW step on the loss the caller gives (losses.sft_loss or
+losses.grpo_loss) with gradient clipping. Under torchrun every rank takes the
+same number of steps; a rank out of rows contributes zero gradients.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.utils.checkpoint
+from tqdm import tqdm
+
+from trainer import distributed
+
+
+@dataclass(frozen=True)
+class Row:
+    """One trajectory to train on."""
+
+    tokens: list[int]
+    mask: list[int]  # 1 on the tokens the loss covers
+    old_logprobs: list[float] | None = None  # the sampler's, for GRPO's ratio
+    advantage: float = 0.0
+
+
+def _pad(
+    rows: Sequence[Sequence[float]], value: float, dtype: torch.dtype
+) -> torch.Tensor:
+    width = max(len(r) for r in rows)
+    return torch.tensor(
+        [list(r) + [value] * (width - len(r)) for r in rows], dtype=dtype
+    )
+
+
+@dataclass
+class Batch:
+    """Right-padded tensors of a minibatch of rows."""
+
+    tokens: torch.Tensor
+    attention: torch.Tensor
+    mask: torch.Tensor
+    old_logprobs: torch.Tensor
+    advantages: torch.Tensor
+
+    @classmethod
+    def of(cls, rows: Sequence[Row], pad: int, device: Any) -> Batch:
+        def tensor(
+            values: list[list[float]], fill: float, dtype: torch.dtype
+        ) -> torch.Tensor:
+            return _pad(values, fill, dtype).to(device)
+
+        return cls(
+            tokens=tensor([r.tokens for r in rows], pad, torch.long),
+            attention=tensor([[1] * len(r.tokens) for r in rows], 0, torch.long),
+            mask=tensor([r.mask for r in rows], 0, torch.float32),
+            old_logprobs=tensor(
+                [r.old_logprobs or [0.0] * len(r.tokens) for r in rows],
+                0.0,
+                torch.float32,
+            ),
+            advantages=torch.tensor(
+                [r.advantage for r in rows], dtype=torch.float32, device=device
+            ),
+        )
+
+
+# Trained positions per LM-head chunk: at Gemma's 262k vocabulary one chunk's fp32
+# logits are 256 x 262144 x 4 bytes = 268 MB, the most the update ever holds.
+HEAD_CHUNK = 256
+
+
+def _chunk_logprobs(
+    head: Any, softcap: float | None, temperature: float, hidden: torch.Tensor, targets: torch.Tensor
+) -> torch.Tensor:
+    """log-softmax(head(hidden) / T) at `targets`, for one chunk of positions [n, H] -> [n]."""
+    logits = head(hidden).float()
+    if softcap is not None:  # Gemma's final logit soft-capping, as its forward applies it
+        logits = torch.tanh(logits / softcap) * softcap
+    logits = logits / temperature
+    return logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+
+
+def token_logprobs(
+    model: Any,
+    tokens: torch.Tensor,
+    attention: torch.Tensor,
+    temperature: float,
+    mask: torch.Tensor,
+) -> torch.Tensor:
+    """log pi(token_t | tokens_<t) [B, T], logits scaled by 1/T, at the positions `mask` marks.
+
+    The decoder runs once; the LM head and log-softmax run only on the trained
+    positions of each row, in chunks of HEAD_CHUNK that are recomputed in the
+    backward pass (activation checkpointing), so the [B, T, V] logits, which
+    dominate time and memory at Gemma's 262k-token vocabulary, never exist.
+    Other positions get 0.
+    """
+    rows, columns = mask[:, 1:].nonzero(as_tuple=True)  # position t predicts t + 1
+    decoder, head = model.get_decoder(), model.get_output_embeddings()
+    hidden = decoder(input_ids=tokens, attention_mask=attention).last_hidden_state
+    picked_hidden, targets = hidden[rows, columns], tokens[rows, columns + 1]
+    softcap = getattr(model.config, "final_logit_softcapping", None)
+    pieces = [
+        torch.utils.checkpoint.checkpoint(
+            _chunk_logprobs, head, softcap, temperature,
+            picked_hidden[start : start + HEAD_CHUNK], targets[start : start + HEAD_CHUNK],
+            use_reentrant=False,
+        )  # fmt: skip
+        for start in range(0, len(targets), HEAD_CHUNK)
+    ]
+    picked = torch.cat(pieces) if pieces else hidden.new_zeros(0, dtype=torch.float32)
+    out = torch.zeros(tokens.shape, dtype=torch.float32, device=tokens.device)
+    out[rows, columns + 1] = picked
+    return out
+
+
+def batch_logprobs(model: Any, batch: Batch, temperature: float) -> torch.Tensor:
+    """`token_logprobs` of a minibatch at its trained positions."""
+    return token_logprobs(model, batch.tokens, batch.attention, temperature, batch.mask)
+
+
+Loss = Callable[[Batch], tuple[torch.Tensor, dict[str, float]]]
+
+
+def optimize(
+    model: Any,
+    optimizer: torch.optim.Optimizer,
+    rows: Sequence[Row],
+    loss_of: Loss,
+    *,
+    minibatch_size: int,
+    epochs: int,
+    max_grad_norm: float,
+    pad: int,
+    rng: random.Random,
+    desc: str,
+) -> dict[str, Any]:
+    """`epochs` x minibatches of `loss_of` steps; mean loss per epoch, grad norm, stats."""
+    device = next(p for p in model.parameters() if p.requires_grad).device
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    steps = distributed.max_over_ranks(-(-len(rows) // minibatch_size))
+    epoch_losses, norms, stats, skipped = [], [], [], 0
+    model.train()
+    progress = tqdm(
+        total=epochs * steps,
+        desc=desc,
+        unit="step",
+        leave=False,
+        disable=distributed.rank() != 0 or None,
+    )
+    for _ in range(epochs):
+        order = list(range(len(rows)))
+        rng.shuffle(order)
+        losses = []
+        for step in range(steps):
+            optimizer.zero_grad(set_to_none=False)
+            chosen = [
+                rows[i]
+                for i in order[step * minibatch_size : (step + 1) * minibatch_size]
+            ]
+            if chosen:
+                loss, extra = loss_of(Batch.of(chosen, pad, device))
+                loss.backward()
+                losses.append(float(loss.detach()))
+                stats.append(extra)
+            distributed.average_gradients(trainable)
+            norm = float(torch.nn.utils.clip_grad_norm_(trainable, max_grad_norm))
+            if math.isfinite(norm):  # a non-finite gradient would poison the adapter
+                optimizer.step()
+                norms.append(norm)
+            else:
+                skipped += 1
+            progress.update()
+            if losses:
+                progress.set_postfix(loss=f"{losses[-1]:.3f}")
+        epoch_losses.append(
+            distributed.mean_over_ranks(
+                {"loss": float(np.mean(losses)) if losses else 0.0}
+            )["loss"]
+        )
+    progress.close()
+    summary = {
+        key: float(np.mean([s[key] for s in stats]))
+        for key in (stats[0] if stats else {})
+    }
+    return {
+        "epoch_losses": epoch_losses,
+        "loss": float(np.mean(epoch_losses)) if epoch_losses else 0.0,
+        "grad_norm": float(np.mean(norms)) if norms else 0.0,
+        "skipped_steps": skipped,  # steps whose gradient was not finite
+        **summary,
+    }

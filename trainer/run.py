@@ -1,0 +1,182 @@
+"""One training run wired up: settings, output folder, environment, model, sampler.
+
+`trainer train`, the benchmarks and the tests all start runs here, so they share
+one set-up: the output folder is checked before anything is loaded, the chat
+template is tried on the environment's real first prompt, the LoRA weights are
+drawn from --seed (two runs with one seed end with identical adapters), and the
+sampler (the model itself, or vLLM) is built for the trained adapter.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trainer import checkpoint, distributed, env_calls
+from trainer.chat import ChatFormat
+from trainer.config import TrainConfig
+from trainer.envs import EnvHandle, resolve_env
+from trainer.errors import TrainerError
+from trainer.grpo import Outcome
+from trainer.rollout import Generator
+
+
+def check_out(out: Path, resume: bool, force: bool) -> None:
+    """Refuse an output folder that cannot take this run, before any model is loaded."""
+    if out.exists() and not out.is_dir():
+        raise TrainerError(f"--out {out} is a file; give a folder for the adapter")
+    if out.is_dir() and any(out.iterdir()) and not (resume or force):
+        raise TrainerError(
+            f"--out {out} is not empty; pass --resume to continue or --force to start over"
+        )
+    if resume and not checkpoint.exists(out):
+        raise TrainerError(f"--resume: no checkpoint in {out}; start without --resume")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe, name = tempfile.mkstemp(prefix=".write-test.", dir=out)
+        os.close(probe)
+        os.unlink(name)
+    except OSError as exc:
+        raise TrainerError(
+            f"--out {out} is not writable ({exc.strerror or exc}); give a folder you can write"
+        ) from None
+
+
+def check_prompt(handle: EnvHandle, tokenizer: Any, config: TrainConfig) -> None:
+    """The chat template must render the environment's first prompt, within the token budget.
+
+    Otherwise every episode would fail the same way and the run would "finish"
+    having trained nothing. An environment that fails here is left to the
+    rollouts, where each failure costs one episode.
+    """
+    seed = config.train_seed(0, 0)
+    try:
+        env = env_calls.make(
+            lambda: handle.make(max_turns=config.max_turns), config.step_timeout
+        )
+        messages, tools = env_calls.reset(env, seed, config.step_timeout)
+    except env_calls.EnvFault:
+        return
+    try:
+        prompt = ChatFormat(tokenizer, tools, config.tool_format).prompt(messages)
+    except TrainerError as exc:
+        raise TrainerError(
+            f"--chat-template: the chat template cannot render {handle.env_id}'s prompts ({exc})"
+        ) from None
+    if len(prompt) + config.max_new_tokens > config.max_total_tokens:
+        raise TrainerError(
+            f"--max-total-tokens {config.max_total_tokens} is too small: {handle.env_id}'s "
+            f"first prompt is {len(prompt)} tokens, plus --max-new-tokens "
+            f"{config.max_new_tokens}; raise it or use --tool-format compact"
+        )
+
+
+def make_generator(
+    config: TrainConfig, model: Any, tokenizer: Any, base: str
+) -> Generator:
+    """The sampler of the rollouts: the trained model itself, or a vLLM engine."""
+    from trainer.generation import TransformersGenerator, VLLMGenerator
+    from trainer.vllm_adapter import legal_rank
+
+    if config.backend == "transformers":
+        return TransformersGenerator(model, tokenizer, config.generation_batch_size)
+    try:
+        from vllm import LLM
+    except ImportError:
+        raise TrainerError(
+            "--backend vllm needs `pip install trace-factory[vllm]` on a GPU machine"
+        ) from None
+    engine = LLM(
+        model=base, enable_lora=True, max_lora_rank=legal_rank(config.lora_rank)
+    )
+    return VLLMGenerator(engine, {tokenizer.eos_token_id})
+
+
+@dataclass
+class Run:
+    """Everything one `trainer train` needs, loaded and checked."""
+
+    config: TrainConfig
+    handle: EnvHandle
+    model: Any
+    tokenizer: Any
+    generator: Generator
+    out: Path
+    base_model: str
+    chat_template: str | None = None
+    resume: bool = False
+
+    def execute(
+        self, on_iteration: Callable[[int, dict[str, Any]], None] | None = None
+    ) -> tuple[Outcome, str | None]:
+        """Train, then export the adapter (rank 0); the outcome and the `vllm serve` command."""
+        from trainer import grpo
+        from trainer.export import export_adapter
+        from trainer.models import mixed_precision
+        from trainer.plots import plot_learning_curve
+        from trainer.reporting import open_reporter
+
+        main = distributed.rank() == 0
+        reporter = open_reporter(
+            self.config.report_to if main else "none", self.out, self.config.as_dict()
+        )
+
+        def after(iteration: int, row: dict[str, Any]) -> None:
+            reporter.log(iteration, row)
+            if on_iteration is not None:
+                on_iteration(iteration, row)
+
+        try:
+            with mixed_precision(self.config.precision, self.model):
+                outcome = grpo.train(
+                    self.config, self.handle, self.model, self.tokenizer, self.generator,
+                    self.out, resume=self.resume, on_iteration=after,
+                )  # fmt: skip
+        finally:
+            reporter.close()
+        if not main:
+            return outcome, None
+        command = export_adapter(
+            self.out, self.model, self.tokenizer, self.handle, self.base_model,
+            self.config.as_dict(), outcome.metrics, self.config.train_seed(0, 0),
+            self.chat_template,
+        )  # fmt: skip
+        if outcome.metrics:
+            plot_learning_curve(outcome.metrics, self.out / "learning_curve.png")
+        return outcome, command
+
+
+def open_run(
+    config: TrainConfig,
+    env: str,
+    model: str,
+    out: Path,
+    *,
+    chat_template: str | None = None,
+    resume: bool = False,
+    force: bool = False,
+) -> Run:
+    """Check the output folder, resolve the environment, load and wrap the model."""
+    from trainer.models import load_base, with_lora
+
+    check_out(out, resume, force)
+    distributed.init()
+    if config.groups < distributed.world_size():
+        raise TrainerError(
+            f"--groups {config.groups} is below the number of ranks "
+            f"({distributed.world_size()}): every rank needs at least one group"
+        )
+    handle = resolve_env(env)
+    base, tokenizer = load_base(
+        model, chat_template=chat_template, precision=config.precision
+    )
+    policy = with_lora(base, config)
+    check_prompt(handle, tokenizer, config)
+    return Run(
+        config, handle, policy, tokenizer, make_generator(config, policy, tokenizer, model),
+        out, model, chat_template, resume,
+    )  # fmt: skip
