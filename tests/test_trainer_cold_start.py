@@ -166,3 +166,31 @@ def test_cold_start_settings_are_checked() -> None:
         TrainConfig(cold_start=-1)
     with pytest.raises(TrainerError, match="tool-format"):
         TrainConfig(tool_format="yaml")
+
+
+class _Recording(TransformersGenerator):
+    """The transformers sampler, recording which adapter a separate sampler would load."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.loaded: list[tuple[str, int]] = []
+
+    def use_adapter(self, path: str, version: int) -> None:
+        self.loaded.append((path, version))
+
+
+def test_a_separate_sampler_takes_the_cold_started_adapter_in_the_first_iteration(
+    tiny_model_dir, tmp_path
+) -> None:
+    config = TrainConfig(
+        iterations=2, groups=1, group_size=2, max_new_tokens=4, max_turns=1,
+        max_total_tokens=100_000, lora_rank=4, minibatch_size=2, cold_start=2,
+        cold_start_epochs=1, tool_format="compact",
+    )  # fmt: skip
+    base, tokenizer = load_base(str(tiny_model_dir), chat_template="chatml")
+    model = with_lora(base, config)
+    sampler = _Recording(model, tokenizer)
+    out = tmp_path / "run"
+    grpo.train(config, resolve_env(PHONE), model, tokenizer, sampler, out)
+    adapter = str(out / "checkpoint" / "adapter")
+    assert sampler.loaded == [(adapter, 1), (adapter, 2)]

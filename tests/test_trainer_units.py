@@ -302,6 +302,23 @@ def test_vllm_generator_sends_the_adapter_as_a_lora_request(monkeypatch) -> None
         "/adapters/x/checkpoint/adapter",
     )
     assert sent["params"]["logprobs"] == 0 and sent["params"]["max_tokens"] == 16
+    assert sent["params"]["stop"] == ["</tool_call>"]
+    assert sent["params"]["include_stop_str_in_output"] is True
+
+
+def test_a_turn_ends_where_its_tool_call_closes(tiny_tokenizer) -> None:
+    from trainer.generation import STOP_STRINGS, _cut
+
+    text = 'ok <tool_call>{"name": "f", "arguments": {}}</tool_call> and more'
+    tokens = tiny_tokenizer(text, add_special_tokens=False)["input_ids"]
+    eos = tiny_tokenizer.eos_token_id
+    sample = _cut(
+        tokens + [eos], [-1.0] * (len(tokens) + 1), {eos}, tiny_tokenizer, STOP_STRINGS
+    )
+    assert tiny_tokenizer.decode(sample.tokens).endswith("</tool_call>")
+    assert len(sample.logprobs) == len(sample.tokens) < len(tokens)
+    plain = _cut(tokens[:2] + [eos, 5], [-1.0] * 4, {eos}, tiny_tokenizer, STOP_STRINGS)
+    assert plain.tokens == tokens[:2] + [eos]
 
 
 def test_training_and_evaluation_seeds_never_overlap() -> None:

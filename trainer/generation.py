@@ -1,9 +1,11 @@
 """Generators: batched sampling with transformers (CPU or GPU) or vLLM (GPU).
 
 Both return, per prompt, the sampled token ids up to and including the first
-end-of-turn token and each token's log-prob under the sampling distribution
-(softmax of logits / temperature, full vocabulary), which GRPO's importance
-ratio needs.
+end-of-turn token, or the end of the first tool call (`</tool_call>`: a turn
+that has called a tool has nothing more to say until the tool answers, and
+small models rarely close a turn by themselves), and each token's log-prob under
+the sampling distribution (softmax of logits / temperature, full vocabulary),
+which GRPO's importance ratio needs.
 """
 
 from __future__ import annotations
@@ -15,19 +17,41 @@ import torch
 
 from trainer.rollout import Sample
 
+STOP_STRINGS = ("</tool_call>",)
 
-def _cut(tokens: list[int], logprobs: list[float], stops: set[int]) -> Sample:
-    for index, token in enumerate(tokens):
-        if token in stops:
-            return Sample(tokens[: index + 1], logprobs[: index + 1])
-    return Sample(tokens, logprobs)
+
+def _cut(
+    tokens: list[int],
+    logprobs: list[float],
+    stops: set[int],
+    tokenizer: Any = None,
+    stop_strings: Sequence[str] = (),
+) -> Sample:
+    """The sample up to the first stop token, or up to the token completing a stop string."""
+    end = next((i + 1 for i, t in enumerate(tokens) if t in stops), len(tokens))
+    if tokenizer is not None and stop_strings:
+        text = tokenizer.decode(tokens[:end])
+        if any(s in text for s in stop_strings):
+            end = next(
+                i
+                for i in range(1, end + 1)
+                if any(s in tokenizer.decode(tokens[:i]) for s in stop_strings)
+            )
+    return Sample(tokens[:end], logprobs[:end])
 
 
 class TransformersGenerator:
     """Sampling with `model.generate` on left-padded batches."""
 
-    def __init__(self, model: Any, tokenizer: Any, batch_size: int = 16) -> None:
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        batch_size: int = 16,
+        stop_strings: Sequence[str] = STOP_STRINGS,
+    ) -> None:
         self.model = model
+        self.stop_strings = list(stop_strings)
         self.tokenizer = tokenizer
         self.batch_size = batch_size
         eos = model.generation_config.eos_token_id
@@ -68,6 +92,8 @@ class TransformersGenerator:
                 pad_token_id=self.pad,
                 return_dict_in_generate=True,
                 output_logits=True,
+                stop_strings=self.stop_strings or None,
+                tokenizer=self.tokenizer,
             )
             new = output.sequences[:, width:]
             logits = torch.stack(output.logits, dim=1).float() / temperature
@@ -79,7 +105,15 @@ class TransformersGenerator:
             for row_tokens, row_logprobs in zip(
                 new.tolist(), logprobs.tolist(), strict=True
             ):
-                samples.append(_cut(row_tokens, row_logprobs, self.stops))
+                samples.append(
+                    _cut(
+                        row_tokens,
+                        row_logprobs,
+                        self.stops,
+                        self.tokenizer,
+                        self.stop_strings,
+                    )
+                )
         if was_training:
             self.model.train()
         return samples
@@ -93,9 +127,12 @@ class VLLMGenerator:
     base weights stay in the engine and are never merged.
     """
 
-    def __init__(self, engine: Any, stops: set[int]) -> None:
+    def __init__(
+        self, engine: Any, stops: set[int], stop_strings: Sequence[str] = STOP_STRINGS
+    ) -> None:
         self.engine = engine
         self.stops = stops
+        self.stop_strings = list(stop_strings)
         self.adapter: tuple[str, int, str] | None = None
 
     def use_adapter(self, path: str, version: int) -> None:
@@ -115,6 +152,8 @@ class VLLMGenerator:
             max_tokens=max_new_tokens,
             logprobs=0,
             stop_token_ids=sorted(self.stops),
+            stop=self.stop_strings or None,
+            include_stop_str_in_output=True,
         )
         lora = LoRARequest(*self.adapter) if self.adapter else None
         outputs = self.engine.generate(
