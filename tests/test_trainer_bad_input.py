@@ -279,3 +279,20 @@ def test_an_adapter_trained_with_new_template_tokens_holds_lora_tensors_only(
     assert first.get_input_embeddings().weight.equal(
         second.get_input_embeddings().weight
     )
+
+
+def test_force_never_starts_over_in_a_folder_trainer_did_not_write_or_an_input(
+    tiny_model_dir, tmp_path, capsys
+) -> None:
+    foreign = tmp_path / "docs"
+    foreign.mkdir()
+    (foreign / "tokenizer.json").write_text("mine")
+    _fails(capsys, _train(tiny_model_dir, foreign, "--force"), "did not write")
+    assert (foreign / "tokenizer.json").read_text() == "mine"
+    model = tmp_path / "model"
+    shutil.copytree(tiny_model_dir, model)
+    before = {p.name: p.read_bytes() for p in model.iterdir()}
+    _fails(capsys, _train(model, model, "--force"), "overlaps the input")
+    _fails(capsys, _train(model, model / "adapter"), "overlaps the input")
+    _fails(capsys, _train(tiny_model_dir, f"{PACKAGE}/adapter"), "overlaps the input")
+    assert {p.name: p.read_bytes() for p in model.iterdir()} == before

@@ -513,3 +513,36 @@ def test_an_optimizer_step_inside_one_bf16_context_is_seen_by_the_next_pass(
             optimizer.step()
             losses.append(float(loss.detach()))
     assert losses[1] != losses[0]  # a stale cached cast gives the very same loss
+
+
+def test_sampled_log_probs_are_the_policys_own(tiny_model_dir) -> None:
+    """The sampler's log-probs equal a fresh pass over the finished sequences, so GRPO's
+    first ratio is exactly 1: left padding, rows that stop early and leave the batch,
+    and the cached steps change nothing."""
+    from trainer.generation import TransformersGenerator
+    from trainer.models import load_base, with_lora
+    from trainer.optimize import token_logprobs
+
+    base, tokenizer = load_base(str(tiny_model_dir))
+    model = with_lora(base, TrainConfig(lora_rank=4))
+    torch.manual_seed(0)
+    prompts = [
+        tokenizer(text)["input_ids"]
+        for text in ("a", "a longer prompt here", "mid prompt", "x" * 30)
+    ]
+    generator = TransformersGenerator(model, tokenizer, batch_size=4)
+    generator.stops |= set(tokenizer("abcdefghijklmnopqrst")["input_ids"])  # stop early
+    samples = generator.generate(prompts, 12, 0.7)
+    assert len({len(s.tokens) for s in samples}) > 1, (
+        "rows must stop at different steps"
+    )
+    for prompt, sample in zip(prompts, samples, strict=True):
+        sequence = torch.tensor([prompt + sample.tokens])
+        mask = torch.tensor([[0.0] * len(prompt) + [1.0] * len(sample.tokens)])
+        with torch.no_grad():
+            fresh = token_logprobs(
+                model, sequence, torch.ones_like(sequence), 0.7, mask
+            )
+        assert torch.allclose(
+            fresh[0, len(prompt) :], torch.tensor(sample.logprobs), atol=1e-4
+        )

@@ -34,17 +34,41 @@ class EnvHandle:
         return gymnasium.make(self.env_id, **kwargs).unwrapped
 
 
+def _read_capability(path: Path) -> dict[str, Any]:
+    """A package's capability.json as a dict with a string `name`, or a TrainerError."""
+    try:
+        spec = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise TrainerError(
+            f"--env: {path} is not readable JSON ({exc}); regenerate the package with "
+            "`factory generate`"
+        ) from None
+    if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
+        raise TrainerError(
+            f"--env: {path} has no capability 'name'; regenerate the package"
+        )
+    return spec
+
+
 def _capability_of(module: Any) -> dict[str, Any]:
     root = Path(module.__file__).resolve().parent.parent
     path = root / "capability.json"
     if path.is_file():
-        return json.loads(path.read_text(encoding="utf-8"))
+        return _read_capability(path)
     return {"name": getattr(module, "CAPABILITY", module.__name__), "description": ""}
 
 
 def _from_module(name: str) -> EnvHandle:
-    module = importlib.import_module(name)
-    return EnvHandle(module.ENV_ID, name, _capability_of(module))
+    """The handle of an environment package; any failure to import it is a TrainerError."""
+    try:
+        module = importlib.import_module(name)
+        env_id = module.ENV_ID
+    except Exception as exc:  # noqa: BLE001 - package code runs on import
+        raise TrainerError(
+            f"--env: cannot import the environment package {name} ({type(exc).__name__}: "
+            f"{exc}); install it with `pip install -e generated_envs/<cap>` or pass its folder"
+        ) from None
+    return EnvHandle(str(env_id), name, _capability_of(module))
 
 
 def installed() -> dict[str, str]:
@@ -56,7 +80,7 @@ def resolve_env(env: str) -> EnvHandle:
     """A gymnasium id, an installed package (or capability) name, or a package folder."""
     path = Path(env)
     if (path / "capability.json").is_file():
-        spec = json.loads((path / "capability.json").read_text(encoding="utf-8"))
+        spec = _read_capability(path / "capability.json")
         folder = str(path.resolve())
         if folder not in sys.path:
             sys.path.insert(0, folder)
@@ -66,7 +90,10 @@ def resolve_env(env: str) -> EnvHandle:
     if name in found:
         return _from_module(found[name].split(":")[0])
     for value in found.values():
-        handle = _from_module(value.split(":")[0])
+        try:
+            handle = _from_module(value.split(":")[0])
+        except TrainerError:  # a broken package elsewhere is not this environment
+            continue
         if handle.env_id == env:
             return handle
     if env in gymnasium.registry:

@@ -40,8 +40,21 @@ def _cut(
     return Sample(tokens[:end], logprobs[:end])
 
 
+def _stopped(tokenizer: Any, tokens: list[int], stop_strings: Sequence[str]) -> bool:
+    """Whether the last few tokens complete a stop string (the exact cut is `_cut`'s)."""
+    tail = tokenizer.decode(tokens[-16:])
+    return any(s in tail for s in stop_strings)
+
+
 class TransformersGenerator:
-    """Sampling with `model.generate` on left-padded batches."""
+    """Sampling with a KV-cached decode loop over left-padded batches.
+
+    Written by hand instead of `model.generate` because the loop needs what
+    generate does not give: each sampled token's log-prob computed as it goes
+    (no stacked [B, T, V] logits), rows that stop (end of turn, end of a tool
+    call) dropped from the batch and its cache at once, and no per-step
+    logits-processor machinery, which dominates at small model sizes.
+    """
 
     def __init__(
         self,
@@ -68,55 +81,82 @@ class TransformersGenerator:
         self, prompts: Sequence[list[int]], max_new_tokens: int, temperature: float
     ) -> list[Sample]:
         samples: list[Sample] = []
-        device = next(self.model.parameters()).device
         was_training = self.model.training
         self.model.eval()
         for start in range(0, len(prompts), self.batch_size):
-            chunk = prompts[start : start + self.batch_size]
-            width = max(len(p) for p in chunk)
-            ids = torch.tensor(
-                [[self.pad] * (width - len(p)) + p for p in chunk], device=device
+            samples += self._batch(
+                prompts[start : start + self.batch_size], max_new_tokens, temperature
             )
-            attention = torch.tensor(
-                [[0] * (width - len(p)) + [1] * len(p) for p in chunk], device=device
-            )
-            output = self.model.generate(
-                input_ids=ids,
-                attention_mask=attention,
-                do_sample=True,
-                temperature=temperature,
-                top_k=0,
-                top_p=1.0,
-                max_new_tokens=max_new_tokens,
-                eos_token_id=sorted(self.stops),
-                pad_token_id=self.pad,
-                return_dict_in_generate=True,
-                output_logits=True,
-                stop_strings=self.stop_strings or None,
-                tokenizer=self.tokenizer,
-            )
-            new = output.sequences[:, width:]
-            logits = torch.stack(output.logits, dim=1).float() / temperature
-            logprobs = (
-                torch.log_softmax(logits, dim=-1)
-                .gather(-1, new.unsqueeze(-1))
-                .squeeze(-1)
-            )
-            for row_tokens, row_logprobs in zip(
-                new.tolist(), logprobs.tolist(), strict=True
-            ):
-                samples.append(
-                    _cut(
-                        row_tokens,
-                        row_logprobs,
-                        self.stops,
-                        self.tokenizer,
-                        self.stop_strings,
-                    )
-                )
         if was_training:
             self.model.train()
         return samples
+
+    def _batch(
+        self, prompts: Sequence[list[int]], max_new_tokens: int, temperature: float
+    ) -> list[Sample]:
+        """Sample one turn for each prompt: prefill once, then one cached step per token."""
+        device = next(self.model.parameters()).device
+        width = max(len(p) for p in prompts)
+        ids = torch.tensor(
+            [[self.pad] * (width - len(p)) + p for p in prompts], device=device
+        )
+        attention = torch.tensor(
+            [[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device
+        )
+        positions = (attention.cumsum(dim=1) - 1).clamp(min=0)
+        tokens: list[list[int]] = [[] for _ in prompts]
+        logprobs: list[list[float]] = [[] for _ in prompts]
+        rows = torch.arange(
+            len(prompts), device=device
+        )  # prompt index of each live row
+        output = self.model(
+            input_ids=ids, attention_mask=attention, position_ids=positions,
+            use_cache=True, logits_to_keep=1,
+        )  # fmt: skip
+        cache, last = output.past_key_values, positions[:, -1:]
+        stops = torch.tensor(sorted(self.stops), device=device)
+        for step in range(max_new_tokens):
+            scaled = torch.log_softmax(
+                output.logits[:, -1].float() / temperature, dim=-1
+            )
+            token = torch.multinomial(scaled.exp(), 1)  # [live, 1]
+            picked = scaled.gather(-1, token).squeeze(-1)
+            done = torch.isin(token.squeeze(-1), stops)
+            for live, (row, value, logp) in enumerate(
+                zip(
+                    rows.tolist(),
+                    token.squeeze(-1).tolist(),
+                    picked.tolist(),
+                    strict=True,
+                )
+            ):
+                tokens[row].append(value)
+                logprobs[row].append(logp)
+                if self.stop_strings and not done[live]:
+                    done[live] = _stopped(
+                        self.tokenizer, tokens[row], self.stop_strings
+                    )
+            if step == max_new_tokens - 1 or bool(done.all()):
+                break
+            if bool(done.any()):  # finished rows leave the batch and the cache
+                keep = (~done).nonzero().squeeze(-1)
+                cache.batch_select_indices(keep)
+                rows, token, attention, last = (
+                    rows[keep],
+                    token[keep],
+                    attention[keep],
+                    last[keep],
+                )
+            attention = torch.cat([attention, attention.new_ones(len(rows), 1)], dim=1)
+            last = last + 1
+            output = self.model(
+                input_ids=token, attention_mask=attention, position_ids=last,
+                past_key_values=cache, use_cache=True,
+            )  # fmt: skip
+        return [
+            _cut(t, lp, self.stops, self.tokenizer, self.stop_strings)
+            for t, lp in zip(tokens, logprobs, strict=True)
+        ]
 
 
 class VLLMGenerator:

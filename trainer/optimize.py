@@ -80,14 +80,22 @@ HEAD_CHUNK = 256
 
 
 def _chunk_logprobs(
-    head: Any, softcap: float | None, temperature: float, hidden: torch.Tensor, targets: torch.Tensor
+    head: Any,
+    softcap: float | None,
+    temperature: float,
+    hidden: torch.Tensor,
+    targets: torch.Tensor,
 ) -> torch.Tensor:
     """log-softmax(head(hidden) / T) at `targets`, for one chunk of positions [n, H] -> [n]."""
     logits = head(hidden).float()
-    if softcap is not None:  # Gemma's final logit soft-capping, as its forward applies it
+    if (
+        softcap is not None
+    ):  # Gemma's final logit soft-capping, as its forward applies it
         logits = torch.tanh(logits / softcap) * softcap
     logits = logits / temperature
-    return logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+    return logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(
+        logits, dim=-1
+    )
 
 
 def token_logprobs(
@@ -112,8 +120,12 @@ def token_logprobs(
     softcap = getattr(model.config, "final_logit_softcapping", None)
     pieces = [
         torch.utils.checkpoint.checkpoint(
-            _chunk_logprobs, head, softcap, temperature,
-            picked_hidden[start : start + HEAD_CHUNK], targets[start : start + HEAD_CHUNK],
+            _chunk_logprobs,
+            head,
+            softcap,
+            temperature,
+            picked_hidden[start : start + HEAD_CHUNK],
+            targets[start : start + HEAD_CHUNK],
             use_reentrant=False,
         )  # fmt: skip
         for start in range(0, len(targets), HEAD_CHUNK)

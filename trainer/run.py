@@ -9,8 +9,6 @@ sampler (the model itself, or vLLM) is built for the trained adapter.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,22 +22,50 @@ from trainer.errors import TrainerError
 from trainer.grpo import Outcome
 from trainer.rollout import Generator
 
+# Written into every --out, so --force only ever starts over in a folder this tool wrote.
+MARKER = ".trace-trainer"
 
-def check_out(out: Path, resume: bool, force: bool) -> None:
-    """Refuse an output folder that cannot take this run, before any model is loaded."""
+
+def _written_by_trainer(out: Path) -> bool:
+    return any((out / name).exists() for name in (MARKER, "checkpoint", "trace.json"))
+
+
+def check_out(
+    out: Path, resume: bool, force: bool, inputs: tuple[str, ...] = ()
+) -> None:
+    """Refuse an output folder that cannot take this run, before any model is loaded.
+
+    It must not be a file, hold or sit inside an input (`--model`, `--env`), or
+    hold files that `trainer train` did not write; it must be writable.
+    """
     if out.exists() and not out.is_dir():
         raise TrainerError(f"--out {out} is a file; give a folder for the adapter")
-    if out.is_dir() and any(out.iterdir()) and not (resume or force):
-        raise TrainerError(
-            f"--out {out} is not empty; pass --resume to continue or --force to start over"
-        )
+    target = out.resolve()
+    for given in inputs:
+        source = Path(given)
+        if source.exists() and (
+            target == source.resolve()
+            or source.resolve() in target.parents
+            or target in source.resolve().parents
+        ):
+            raise TrainerError(
+                f"--out {out} overlaps the input {given}; write the adapter to its own folder"
+            )
+    if out.is_dir() and any(out.iterdir()):
+        if not (resume or force):
+            raise TrainerError(
+                f"--out {out} is not empty; pass --resume to continue or --force to start over"
+            )
+        if not _written_by_trainer(out):
+            raise TrainerError(
+                f"--out {out} holds files `trainer train` did not write; --force only starts "
+                "over in a folder it wrote: give an empty or new folder"
+            )
     if resume and not checkpoint.exists(out):
         raise TrainerError(f"--resume: no checkpoint in {out}; start without --resume")
     try:
         out.mkdir(parents=True, exist_ok=True)
-        probe, name = tempfile.mkstemp(prefix=".write-test.", dir=out)
-        os.close(probe)
-        os.unlink(name)
+        (out / MARKER).write_text("written by `trainer train`\n", encoding="utf-8")
     except OSError as exc:
         raise TrainerError(
             f"--out {out} is not writable ({exc.strerror or exc}); give a folder you can write"
@@ -163,7 +189,7 @@ def open_run(
     """Check the output folder, resolve the environment, load and wrap the model."""
     from trainer.models import load_base, with_lora
 
-    check_out(out, resume, force)
+    check_out(out, resume, force, (env, model))
     distributed.init()
     if config.groups < distributed.world_size():
         raise TrainerError(
