@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 
 import gymnasium
 import pytest
@@ -296,3 +297,18 @@ def test_force_never_starts_over_in_a_folder_trainer_did_not_write_or_an_input(
     _fails(capsys, _train(model, model / "adapter"), "overlaps the input")
     _fails(capsys, _train(tiny_model_dir, f"{PACKAGE}/adapter"), "overlaps the input")
     assert {p.name: p.read_bytes() for p in model.iterdir()} == before
+
+
+def test_report_to_tensorboard_writes_events_and_a_missing_library_is_named(
+    tiny_model_dir, tmp_path, capsys, monkeypatch
+) -> None:
+    pytest.importorskip("tensorboard")
+    out = tmp_path / "tb"
+    assert main(_train(tiny_model_dir, out, "--report-to", "tensorboard")) == 0
+    assert list((out / "runs").glob("events.out.tfevents.*"))
+    monkeypatch.setitem(sys.modules, "wandb", None)  # as if not installed
+    _fails(
+        capsys,
+        _train(tiny_model_dir, tmp_path / "wb", "--report-to", "wandb"),
+        "--report-to wandb needs `pip install trace-factory[wandb]`",
+    )

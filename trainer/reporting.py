@@ -7,6 +7,7 @@ before any model is loaded, not a crash after the first iteration.
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -62,6 +63,20 @@ class _WandB:
 
     def close(self) -> None:
         self.run.finish()
+
+
+LIBRARIES = {"tensorboard": "torch.utils.tensorboard", "wandb": "wandb"}
+
+
+def require(kind: str) -> None:
+    """Import the library `--report-to` names now, before any model is loaded."""
+    if kind in LIBRARIES:
+        try:
+            importlib.import_module(LIBRARIES[kind])
+        except ImportError:
+            raise TrainerError(
+                f"--report-to {kind} needs `pip install trace-factory[{kind}]`"
+            ) from None
 
 
 def open_reporter(kind: str, out: Path, config: dict[str, Any]) -> Reporter:

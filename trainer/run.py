@@ -20,6 +20,7 @@ from trainer.config import TrainConfig
 from trainer.envs import EnvHandle, resolve_env
 from trainer.errors import TrainerError
 from trainer.grpo import Outcome
+from trainer.reporting import require
 from trainer.rollout import Generator
 
 # Written into every --out, so --force only ever starts over in a folder this tool wrote.
@@ -190,6 +191,7 @@ def open_run(
     from trainer.models import load_base, with_lora
 
     check_out(out, resume, force, (env, model))
+    require(config.report_to)
     distributed.init()
     if config.groups < distributed.world_size():
         raise TrainerError(
