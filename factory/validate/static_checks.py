@@ -262,10 +262,12 @@ def check_runtime(root: Path, package: str) -> list[str]:
     tools = runtime / "kits" / str(kit) / "tools.py"
     if kit_json.is_file() and tools.is_file():
         schemas = json.loads(kit_json.read_text(encoding="utf-8"))["tools"]
-        # Tools may come from the shared kit modules beside the kit (e.g. calculator).
-        shared = sorted((runtime / "kits").glob("*.py"))
-        sources = [tools.read_text(encoding="utf-8")]
-        sources += [path.read_text(encoding="utf-8") for path in shared]
+        # Tools may come from the kit's other modules (e.g. the phone kit's utilities)
+        # and from the shared kit modules beside the kit (e.g. calculator).
+        modules = sorted(tools.parent.glob("*.py")) + sorted(
+            (runtime / "kits").glob("*.py")
+        )
+        sources = [path.read_text(encoding="utf-8") for path in modules]
         found = check_tool_signatures("\n".join(sources), schemas)
         problems += [f"{package}/_runtime/kits/{kit}/tools.py: {p}" for p in found]
     return problems

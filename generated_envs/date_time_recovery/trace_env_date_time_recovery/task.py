@@ -7,9 +7,11 @@ arithmetic, and tell the user the resolved date.
 
 Each seed builds one task (date and time reasoning with tools family): the
 user asks for a reminder at a relative date and time and to be told the date
-it was set for. An agent without the capability computes the relative date
-in its head and gets it wrong (weekday numbering, time of day, or the day
-rollover).
+it was set for, or (the holiday family, the paper's own example) how many
+days are left until a holiday. An agent without the capability computes the
+relative date in its head and gets it wrong (weekday numbering, time of day,
+or the day rollover), or takes the current year from its training data
+instead of the device clock.
 
 Reward (`_runtime/verifier.py`): the gold final state is the initial state
 with the gold tool calls replayed; reward mode `binary` pays 1.0 when the
@@ -32,12 +34,19 @@ from ._runtime import (
     say,
 )
 from ._runtime.kits import phone
+from ._runtime.kits.phone.utilities import find_holiday
 from ._runtime.kits.phone.world import WEEKDAYS, moment, new_phone, spoken
 
 TOOLKIT = phone.TOOLKIT
 KNOBS = (
     Knob("horizon_days", 10, 2, 30, "how far ahead the reminder may be"),
-    Knob("expression_kinds", 3, 1, 3, "kinds of relative expression drawn"),
+    Knob(
+        "expression_kinds",
+        3,
+        1,
+        4,
+        "kinds of relative expression drawn (4 adds days until a holiday)",
+    ),
 )
 
 
@@ -51,7 +60,19 @@ TOPICS = (
     "take the cake out of the oven",
     "join the team call",
 )
-KINDS = ("in_days", "weekday", "hours")
+KINDS = ("in_days", "weekday", "hours", "holiday")
+# Holidays as users name them; each matches one name `search_holiday` knows.
+HOLIDAYS = (
+    "Christmas",
+    "Thanksgiving",
+    "Independence Day",
+    "New Year's Day",
+    "Labor Day",
+    "Memorial Day",
+    "Veterans Day",
+    "Juneteenth",
+)
+STALE_YEAR = 2024  # the year an agent without the clock takes from its training data
 
 
 def _at(day: datetime.datetime, hour: int, minute: int) -> datetime.datetime:
@@ -112,11 +133,73 @@ def _resolve(
     return phrase, target, wrong, turns
 
 
+def _holiday_task(rng: random.Random, state: dict, task_id: str) -> Task:
+    """A reminder on a holiday, and how many days away it is: the year must come
+    from the device clock, not from memory."""
+    now = moment(state["clock"]["current_timestamp"])
+    stamp = now.timestamp()
+    dates = {}
+    for name in HOLIDAYS:
+        this_year = find_holiday(name, now.year)
+        if this_year is not None and this_year != now.date():
+            dates[name] = this_year
+    name = rng.choice(sorted(dates))
+    hour, minute = rng.randint(7, 20), rng.choice((0, 15, 30, 45))
+    topic = rng.choice(TOPICS)
+    search = [call("search_holiday", holiday_name=name, year=now.year)]
+    date = dates[name]
+    if date < now.date():  # passed this year: next year's
+        date = find_holiday(name, now.year + 1)
+        search.append(call("search_holiday", holiday_name=name, year=now.year + 1))
+    assert date is not None
+    midnight = datetime.datetime(
+        date.year, date.month, date.day, tzinfo=datetime.timezone.utc
+    )
+    target = _at(midnight, hour, minute)
+    stale = find_holiday(name, STALE_YEAR)
+    assert stale is not None
+    wrong = _at(datetime.datetime.combine(stale, target.timetz()), hour, minute)
+    days = (date - now.date()).days
+
+    def remind(when: datetime.datetime) -> list[Turn]:
+        count = (when.date() - now.date()).days
+        return [
+            call("add_reminder", content=topic, reminder_timestamp=when.timestamp()),
+            say(
+                f"Done: I will remind you to {topic} on {spoken(when)} (UTC), "
+                f"{count} day{'' if abs(count) == 1 else 's'} from today."
+            ),
+        ]
+
+    return Task(
+        task_id=task_id,
+        instruction=(
+            f"Remind me to {topic} on {name} at {hour:02d}:{minute:02d}, and tell me "
+            "the date and how many days from today that is."
+        ),
+        initial_state=state,
+        gold_turns=(
+            call("get_current_timestamp"),
+            call("timestamp_to_datetime_info", timestamp=stamp),
+            *search,
+            call("timestamp_diff", timestamp_0=stamp, timestamp_1=midnight.timestamp()),
+            *remind(target),
+        ),
+        required_facts=(f"{target:%Y-%m-%d}", f"{days} day"),
+        lacking_turns=(
+            call("search_holiday", holiday_name=name, year=STALE_YEAR),
+            *remind(wrong),
+        ),
+    )
+
+
 def build_task(rng: random.Random, knobs: Mapping[str, int], task_id: str) -> Task:
     """The task of one seed: world, request, gold and lacking turns, facts."""
     """A reminder at a relative time; the agent must resolve it with the date tools."""
     state = new_phone(rng, 3)
     kind = KINDS[rng.randrange(knobs["expression_kinds"])]
+    if kind == "holiday":
+        return _holiday_task(rng, state, task_id)
     if kind == "hours":
         late = moment(state["clock"]["current_timestamp"]).replace(
             hour=rng.randint(13, 23)

@@ -14,6 +14,7 @@ from typing import Any
 
 from ...schema import ToolError
 from ...toolkit import State
+from . import utilities, web_search
 
 # State: "settings" (device switches and coordinates), "contacts", "messages" and
 # "reminders" keyed by id (ToolSandbox's CONTACT, MESSAGING and REMINDER tables),
@@ -441,4 +442,13 @@ IMPLEMENTATIONS: dict[str, Callable[..., Any]] = {
     "datetime_info_to_timestamp": datetime_info_to_timestamp,
     "shift_timestamp": shift_timestamp,
     "timestamp_diff": timestamp_diff,
+    "seconds_to_hours_minutes_seconds": utilities.seconds_to_hours_minutes_seconds,
+    "unit_conversion": utilities.unit_conversion,
+    "calculate_lat_lon_distance": utilities.calculate_lat_lon_distance,
+    "search_holiday": utilities.search_holiday,
+    "search_lat_lon": web_search.search_lat_lon,
+    "search_location_around_lat_lon": web_search.search_location_around_lat_lon,
+    "search_weather_around_lat_lon": web_search.search_weather_around_lat_lon,
+    "search_stock": web_search.search_stock,
+    "convert_currency": web_search.convert_currency,
 }
