@@ -220,3 +220,20 @@ def test_searching_around_here_needs_location_service(state) -> None:
             state, "convert_currency", amount=1, from_currency_code="XYZ",
             to_currency_code="USD",
         )  # fmt: skip
+
+
+def test_the_holiday_family_validates(tmp_path, capsys) -> None:
+    """date_time_recovery with expression_kinds 4 (holidays included) passes validation."""
+    import json
+
+    from factory.cli import main
+    from tests.conftest import EXAMPLES
+
+    spec = json.loads((EXAMPLES / "date_time_recovery.json").read_text())
+    spec["generation"]["difficulty"] = {"expression_kinds": 4}
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps(spec))
+    assert main(["generate", str(path), "--output", str(tmp_path / "out")]) == 0
+    assert "PASS" in capsys.readouterr().out
+    module = (tmp_path / "out" / "date_time_recovery").rglob("task.py")
+    assert "search_holiday" in next(module).read_text()
