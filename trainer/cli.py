@@ -352,6 +352,12 @@ def main(argv: list[str] | None = None) -> int:
     except TrainerError as exc:
         print(f"trainer: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # a second Ctrl-C or SIGTERM: stop at once
+        print(
+            "trainer: interrupted; the last complete checkpoint stands (--resume)",
+            file=sys.stderr,
+        )
+        return 130
 
 
 if __name__ == "__main__":
