@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 
@@ -312,3 +313,92 @@ def test_report_to_tensorboard_writes_events_and_a_missing_library_is_named(
         _train(tiny_model_dir, tmp_path / "wb", "--report-to", "wandb"),
         "--report-to wandb needs `pip install trace-factory[wandb]`",
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("iterations: .inf\n", "iterations must be a whole number, not inf"),
+        (f"seed: {'9' * 5000}\n", "not valid YAML"),
+        ("env: 123\n", "env must be text"),
+        ("chat_template: 7\n", "chat_template must be text"),
+        ("lora_target_modules: 5\n", "lora_target_modules must be text"),
+        ("lora_target_modules: [q_proj, [k_proj]]\n", "must be a list of names"),
+        ("force: 'false'\n", "force must be true or false"),
+        ("iterations: 1.7\n", "iterations must be a whole number"),
+        (
+            "iterations: [&a [x, x, x, x, x, x, x, x, x], [*a, *a, *a, *a, *a, *a, *a],"
+            " [*a, *a, *a, *a, *a, *a, *a, *a]]\n",
+            "iterations must be a number",
+        ),
+    ],
+)
+def test_config_values_of_the_wrong_kind_are_named(
+    text, needle, tmp_path, capsys
+) -> None:
+    config = tmp_path / "run.yaml"
+    config.write_text(text)
+    err = _fails(capsys, ["train", "--config", str(config)], "--config", needle)
+    assert len(err) < 2000
+
+
+def test_hostile_out_folders_are_refused(tiny_model_dir, tmp_path, capsys) -> None:
+    looks_ours = tmp_path / "user"
+    (looks_ours / "checkpoint").mkdir(parents=True)
+    (looks_ours / "checkpoint" / "weights.bin").write_text("mine")
+    _fails(capsys, _train(tiny_model_dir, looks_ours, "--force"), "did not write")
+    assert (looks_ours / "checkpoint" / "weights.bin").read_text() == "mine"
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    (linked / ".trace-trainer").write_text("")
+    victim = tmp_path / "victim.txt"
+    victim.write_text("mine")
+    (linked / "metrics.jsonl").symlink_to(victim)
+    _fails(capsys, _train(tiny_model_dir, linked, "--force"), "symbolic links")
+    assert victim.read_text() == "mine"
+    _fails(capsys, _train(tiny_model_dir, tmp_path / ("a" * 300)), "File name too long")
+    _fails(
+        capsys,
+        _train(tiny_model_dir, os.fsdecode(bytes(tmp_path) + b"/o\xff")),
+        "UTF-8",
+    )
+
+
+def test_chat_template_files_that_cannot_work_are_named(
+    tiny_model_dir, tmp_path, capsys
+) -> None:
+    binary = tmp_path / "bin.jinja"
+    binary.write_bytes(b"\xff\xfe\x00garbage")
+    empty = tmp_path / "empty.jinja"
+    empty.write_text("")
+    silent = tmp_path / "silent.jinja"
+    silent.write_text("{% for m in messages %}{% endfor %}")
+    for template, needle in (
+        (binary, "UTF-8"),
+        (empty, "is empty"),
+        (silent, "as nothing"),
+    ):
+        out = tmp_path / f"out-{template.stem}"
+        _fails(
+            capsys,
+            _train(tiny_model_dir, out, "--chat-template", str(template)),
+            needle,
+        )
+
+
+def test_a_checkpoint_of_another_environment_or_a_negative_iteration_is_refused(
+    trained, tiny_model_dir, tmp_path, capsys
+) -> None:
+    other = tmp_path / "other"
+    shutil.copytree(trained, other)
+    argv = _train(tiny_model_dir, other, "--resume")
+    argv[argv.index("--env") + 1] = str(
+        ROOT / "generated_envs" / "multi_step_task_completion"
+    )
+    _fails(capsys, argv, "trained trace/DateTimeRecovery-v0")
+    negative = tmp_path / "negative"
+    shutil.copytree(trained, negative)
+    state = json.loads((negative / "checkpoint" / "state.json").read_text())
+    state["iteration"] = -3
+    (negative / "checkpoint" / "state.json").write_text(json.dumps(state))
+    _fails(capsys, _train(tiny_model_dir, negative, "--resume"), "not a count")

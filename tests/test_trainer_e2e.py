@@ -235,6 +235,8 @@ def test_eval_reports_intervals_with_and_without_adapter(
                 "6",
                 "--max-turns",
                 "2",
+                "--max-total-tokens",
+                "100000",
                 *extra,
             ]
         )

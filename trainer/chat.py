@@ -25,9 +25,13 @@ def _signature(tool: dict[str, Any]) -> str:
     """One line per tool: `- name(arg: type, optional?: type): description`."""
     function = tool["function"]
     parameters = function.get("parameters") or {}
-    required = set(parameters.get("required", []))
+    listed = parameters.get("required")
+    required = (
+        {r for r in listed if isinstance(r, str)} if isinstance(listed, list) else set()
+    )
     arguments = ", ".join(
-        f"{name}{'' if name in required else '?'}: {schema.get('type', 'any')}"
+        f"{name}{'' if name in required else '?'}: "
+        f"{schema.get('type', 'any') if isinstance(schema, dict) else 'any'}"
         for name, schema in (parameters.get("properties") or {}).items()
     )
     return f"- {function['name']}({arguments}): {function.get('description', '')}"

@@ -36,6 +36,11 @@ BUILTIN: dict[str, tuple[str, str]] = {
 
 def apply_chat_template(tokenizer: Any, choice: str) -> None:
     """Give `tokenizer` the built-in template `choice`, or the jinja file at that path."""
+    if not isinstance(choice, str) or not choice.strip():
+        raise TrainerError(
+            f"--chat-template must be a built-in name ({', '.join(BUILTIN)}) or a jinja "
+            f"file, not {str(choice)[:80]!r}"
+        )
     if choice in BUILTIN:
         template, end = BUILTIN[choice]
         if end not in tokenizer.get_vocab():
@@ -43,9 +48,21 @@ def apply_chat_template(tokenizer: Any, choice: str) -> None:
         tokenizer.eos_token = end
     else:
         path = Path(choice)
-        if not path.is_file():
+        try:
+            if not path.is_file():
+                raise TrainerError(
+                    f"--chat-template: '{choice}' is neither a built-in "
+                    f"({', '.join(BUILTIN)}) nor a file"
+                )
+            if path.stat().st_size > 1_000_000:
+                raise TrainerError(f"--chat-template: {path} is larger than 1 MB")
+            template = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
             raise TrainerError(
-                f"--chat-template: '{choice}' is neither a built-in ({', '.join(BUILTIN)}) nor a file"
+                f"--chat-template: cannot read {path} as UTF-8 text ({exc})"
+            ) from None
+        if not template.strip():
+            raise TrainerError(
+                f"--chat-template: {path} is empty; give a jinja chat template"
             )
-        template = path.read_text(encoding="utf-8")
     tokenizer.chat_template = template

@@ -52,23 +52,35 @@ def save(
     rng: random.Random,
     config: TrainConfig,
     metrics: list[dict[str, Any]],
+    env_id: str = "",
 ) -> None:
-    """Write the checkpoint of a finished iteration and the metrics so far."""
-    out.mkdir(parents=True, exist_ok=True)
+    """Write the checkpoint of a finished iteration and the metrics so far.
+
+    A write that fails (a full disk, say) leaves the previous checkpoint intact
+    and is a TrainerError naming the folder.
+    """
     staging = out / ".checkpoint.tmp"
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir()
-    model.save_pretrained(staging / "adapter", save_embedding_layers=False)
-    torch.save(optimizer.state_dict(), staging / "optimizer.pt")
-    torch.save(
-        {"torch": torch.get_rng_state(), "python": rng.getstate()}, staging / "rng.pt"
-    )
-    (staging / "state.json").write_text(
-        json.dumps({"iteration": iteration, "config": config.as_dict()}, indent=2)
-    )
-    _atomic_text(
-        out / "metrics.jsonl", "".join(json.dumps(row) + "\n" for row in metrics)
-    )
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir()
+        model.save_pretrained(staging / "adapter", save_embedding_layers=False)
+        torch.save(optimizer.state_dict(), staging / "optimizer.pt")
+        torch.save(
+            {"torch": torch.get_rng_state(), "python": rng.getstate()},
+            staging / "rng.pt",
+        )
+        state = {"iteration": iteration, "env_id": env_id, "config": config.as_dict()}
+        (staging / "state.json").write_text(json.dumps(state, indent=2))
+        _atomic_text(
+            out / "metrics.jsonl", "".join(json.dumps(row) + "\n" for row in metrics)
+        )
+    except (OSError, RuntimeError) as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise TrainerError(
+            f"cannot write the checkpoint in {out} ({str(exc).splitlines()[0][:200]}); "
+            "free space or choose another --out (the previous checkpoint is intact)"
+        ) from None
     retired = out / ".checkpoint.old"
     shutil.rmtree(retired, ignore_errors=True)
     if _folder(out).exists():
@@ -83,6 +95,7 @@ def load(
     optimizer: torch.optim.Optimizer,
     rng: random.Random,
     config: TrainConfig,
+    env_id: str = "",
 ) -> tuple[int, list[dict[str, Any]]]:
     """Restore the latest checkpoint; return the iteration reached and its metrics."""
     from peft import set_peft_model_state_dict
@@ -93,7 +106,13 @@ def load(
         raise TrainerError(f"--resume: no checkpoint in {out}; start without --resume")
     try:
         state = json.loads((folder / "state.json").read_text(encoding="utf-8"))
-        saved, iteration = dict(state["config"]), int(state["iteration"])
+        saved, iteration = dict(state["config"]), state["iteration"]
+        if (
+            isinstance(iteration, bool)
+            or not isinstance(iteration, int)
+            or iteration < 0
+        ):
+            raise ValueError(f"iteration {iteration!r} is not a count")
         adapter = load_file(folder / "adapter" / "adapter_model.safetensors")
         optimizer_state = torch.load(folder / "optimizer.pt")
         states = torch.load(folder / "rng.pt", weights_only=True)
@@ -108,6 +127,11 @@ def load(
             f"--resume: the checkpoint in {folder} is damaged ({str(exc).splitlines()[0][:200]}); "
             "start a new --out, or --force to start over in this one"
         ) from None
+    if env_id and state.get("env_id") and state["env_id"] != env_id:
+        raise TrainerError(
+            f"--resume: the checkpoint in {out} trained {state['env_id']}, not {env_id}; "
+            "resume with its environment or start a new --out"
+        )
     now = json.loads(json.dumps(config.as_dict()))
     changed = sorted(
         k for k in now if k not in RESUMABLE_CHANGES and saved.get(k) != now[k]

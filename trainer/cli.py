@@ -15,13 +15,14 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import signal
 import sys
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 from trainer.config import EVAL_SEED_BASE, TrainConfig
-from trainer.errors import TrainerError
+from trainer.errors import Interrupted, TrainerError
 from trainer.settings import BACKENDS, PRECISIONS, REPORTERS, TOOL_FORMATS
 
 DEFAULTS = TrainConfig()
@@ -67,8 +68,6 @@ def _config(arguments: argparse.Namespace) -> TrainConfig:
     modules = values.get("lora_target_modules")
     if isinstance(modules, str):
         values["lora_target_modules"] = tuple(m.strip() for m in modules.split(","))
-    elif isinstance(modules, list):
-        values["lora_target_modules"] = tuple(modules)
     return TrainConfig(**values)
 
 
@@ -119,6 +118,7 @@ def _eval(arguments: argparse.Namespace) -> int:
     from trainer.generation import TransformersGenerator
     from trainer.models import load_adapter, load_base, mixed_precision
     from trainer.rollout import RolloutLimits
+    from trainer.run import check_prompt
     from trainer.settings import check
 
     _need(arguments, "env", "model")
@@ -130,7 +130,9 @@ def _eval(arguments: argparse.Namespace) -> int:
         arguments.temperature,
         arguments.step_timeout,
     )
-    if arguments.adapter is not None and not Path(arguments.adapter).is_dir():
+    if arguments.adapter is not None and not (
+        arguments.adapter.strip() and Path(arguments.adapter).is_dir()
+    ):
         raise TrainerError(
             f"--adapter: {arguments.adapter} is not a folder; give one written by `trainer train`"
         )
@@ -148,6 +150,7 @@ def _eval(arguments: argparse.Namespace) -> int:
     model, tokenizer = load_base(
         arguments.model, chat_template=chat_template, precision=arguments.precision
     )
+    check_prompt(handle, tokenizer, limits, tool_format, EVAL_SEED_BASE)
     if arguments.adapter:
         model = load_adapter(model, arguments.adapter)
     with mixed_precision(arguments.precision, model):
@@ -275,20 +278,62 @@ def build_parser() -> argparse.ArgumentParser:
     return _commands()[0]
 
 
+MAX_CONFIG_BYTES = 1_000_000
+
+
+def _setting(path: str, key: object, value: object, action: argparse.Action) -> object:
+    """One --config value, checked against its option's kind and converted like a flag."""
+    shown = repr(value)[:80]
+    if action.nargs == 0:  # --resume, --force: only true or false
+        if not isinstance(value, bool):
+            raise TrainerError(
+                f"--config {path}: {key} must be true or false, not {shown}"
+            )
+        return value
+    if action.dest in CONFIG_LISTS and isinstance(value, list):
+        if not value or not all(isinstance(v, str) and v for v in value):
+            raise TrainerError(f"--config {path}: {key} must be a list of names")
+        return ",".join(value)
+    if action.type is None:  # paths, names and choices: text only
+        if not isinstance(value, str):
+            raise TrainerError(f"--config {path}: {key} must be text, not {shown}")
+        converted: object = value
+    else:
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise TrainerError(f"--config {path}: {key} must be a number, not {shown}")
+        if action.type is int and isinstance(value, float) and not value.is_integer():
+            raise TrainerError(
+                f"--config {path}: {key} must be a whole number, not {shown}"
+            )
+        try:
+            converted = action.type(value)
+        except (TypeError, ValueError, OverflowError):
+            raise TrainerError(f"--config {path}: {key} cannot be {shown}") from None
+    if action.choices is not None and converted not in action.choices:
+        raise TrainerError(
+            f"--config {path}: {key} must be one of {', '.join(map(str, action.choices))}"
+        )
+    return converted
+
+
 def _config_file(path: str, command: argparse.ArgumentParser) -> dict[str, Any]:
     """The settings of a --config YAML file, keyed by option destination and checked."""
     import yaml
 
     try:
         with open(path, encoding="utf-8") as handle:
-            values = yaml.safe_load(handle)
-    except OSError as exc:
+            text = handle.read(MAX_CONFIG_BYTES + 1)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TrainerError(f"--config {path}: cannot read it as text ({exc})") from None
+    if len(text) > MAX_CONFIG_BYTES:
         raise TrainerError(
-            f"--config {path}: cannot read it ({exc.strerror or exc})"
-        ) from None
-    except (yaml.YAMLError, UnicodeDecodeError, RecursionError) as exc:
+            f"--config {path} is larger than 1 MB; a run's settings fit in a few lines"
+        )
+    try:
+        values = yaml.safe_load(text)
+    except Exception as exc:  # noqa: BLE001 - PyYAML raises YAMLError, ValueError, RecursionError
         raise TrainerError(
-            f"--config {path} is not valid YAML ({str(exc).splitlines()[0]})"
+            f"--config {path} is not valid YAML ({str(exc).splitlines()[0][:200]})"
         ) from None
     if values is None:
         return {}
@@ -306,27 +351,10 @@ def _config_file(path: str, command: argparse.ArgumentParser) -> dict[str, Any]:
         dest = str(key).replace("-", "_")
         if dest not in known:
             raise TrainerError(
-                f"--config {path}: unknown setting {key!r}; known: {', '.join(sorted(known))}"
+                f"--config {path}: unknown setting {str(key)[:80]!r}; "
+                f"known: {', '.join(sorted(known))}"
             )
-        if isinstance(value, list) and dest in CONFIG_LISTS:
-            value = ",".join(str(v) for v in value)
-        if not isinstance(value, (str, int, float, bool)):
-            raise TrainerError(
-                f"--config {path}: {key} must be a number, text or true/false, not {value!r}"
-            )
-        action = known[dest]
-        if action.type is not None and not isinstance(value, bool):
-            try:
-                value = action.type(value)
-            except (TypeError, ValueError):
-                raise TrainerError(
-                    f"--config {path}: {key} cannot be {value!r}"
-                ) from None
-        if action.choices is not None and value not in action.choices:
-            raise TrainerError(
-                f"--config {path}: {key} must be one of {', '.join(map(str, action.choices))}"
-            )
-        settings[dest] = value
+        settings[dest] = _setting(path, key, value, known[dest])
     return settings
 
 
@@ -352,12 +380,20 @@ def main(argv: list[str] | None = None) -> int:
     except TrainerError as exc:
         print(f"trainer: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:  # a second Ctrl-C or SIGTERM: stop at once
+    except OSError as exc:  # a path the system refuses (too long, no space, ...)
         print(
-            "trainer: interrupted; the last complete checkpoint stands (--resume)",
+            f"trainer: error: {exc.filename or ''}: {exc.strerror or exc}",
             file=sys.stderr,
         )
-        return 130
+        return 2
+    except (Interrupted, KeyboardInterrupt) as exc:
+        number = exc.number if isinstance(exc, Interrupted) else signal.SIGINT
+        print(
+            "trainer: stopped at once; a checkpoint already in --out, if any, is complete "
+            "and --resume continues it",
+            file=sys.stderr,
+        )
+        return 128 + number
 
 
 if __name__ == "__main__":

@@ -115,6 +115,20 @@ def reset(
         raise EnvFault(
             "reset's info is not a dict with a 'tools' list (OpenAI tool schemas)"
         )
+    for tool in info["tools"]:
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            raise EnvFault(
+                "reset's info['tools'] holds an entry that is not an OpenAI tool schema "
+                "({'type': 'function', 'function': {'name': ...}})"
+            )
+        parameters = function.get("parameters", {})
+        if not isinstance(parameters, dict) or not isinstance(
+            parameters.get("properties", {}), dict
+        ):
+            raise EnvFault(
+                f"tool {function['name']!r} has parameters that are not an object"
+            )
     return _messages(observation, "reset"), info["tools"]
 
 

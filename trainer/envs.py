@@ -63,7 +63,7 @@ def _from_module(name: str) -> EnvHandle:
     try:
         module = importlib.import_module(name)
         env_id = module.ENV_ID
-    except Exception as exc:  # noqa: BLE001 - package code runs on import
+    except (Exception, SystemExit, KeyboardInterrupt) as exc:  # noqa: BLE001 - package code runs on import
         raise TrainerError(
             f"--env: cannot import the environment package {name} ({type(exc).__name__}: "
             f"{exc}); install it with `pip install -e generated_envs/<cap>` or pass its folder"

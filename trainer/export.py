@@ -25,7 +25,13 @@ def example_trajectory(
     """
     saved = out / "example_trajectory.json"
     if saved.is_file():
-        return json.loads(saved.read_text(encoding="utf-8"))
+        try:
+            example = json.loads(saved.read_text(encoding="utf-8"))
+            if isinstance(example, list):
+                return example
+        except (OSError, ValueError, RecursionError):
+            pass
+        log.warning("%s is damaged; trace.json gets the gold policy's example", saved)
 
     def gold() -> list[dict[str, Any]]:
         package = importlib.import_module(handle.package)
@@ -50,7 +56,9 @@ def trained_with(adapter: str | None) -> dict[str, Any]:
             training.get("config", {}), dict
         ):
             raise ValueError("'training' is not an object with a 'config' object")
-    except (ValueError, AttributeError, RecursionError) as exc:
+        if not isinstance(training.get("chat_template"), (str, type(None))):
+            raise ValueError("'training.chat_template' is not text")
+    except (OSError, ValueError, AttributeError, RecursionError) as exc:
         raise TrainerError(
             f"--adapter: {path} is not a trace.json `trainer train` wrote ({exc}); "
             "restore it or pass --chat-template and --tool-format yourself"

@@ -32,6 +32,7 @@ from tqdm import tqdm
 from trainer import checkpoint, cold_start, distributed
 from trainer.config import TrainConfig
 from trainer.envs import EnvHandle
+from trainer.errors import Interrupted
 from trainer.losses import group_advantages, grpo_loss
 from trainer.optimize import Batch, Row, batch_logprobs, optimize
 from trainer.rollout import Ending, Generator, Group, collect
@@ -51,7 +52,7 @@ class _Stop:
 
     def _handle(self, number: int, frame: Any) -> None:
         if self.signal is not None:  # a second signal: stop at once
-            raise KeyboardInterrupt
+            raise Interrupted(number)
         self.signal = number
 
     def __exit__(self, *exc: object) -> None:
@@ -103,7 +104,9 @@ def train(
     torch.manual_seed(config.seed)
     outcome, start = Outcome(), 0
     if resume:
-        start, outcome.metrics = checkpoint.load(out, model, optimizer, rng, config)
+        start, outcome.metrics = checkpoint.load(
+            out, model, optimizer, rng, config, handle.env_id
+        )
     limits = config.rollout_limits()
     pad = (
         tokenizer.pad_token_id
@@ -139,7 +142,16 @@ def train(
             )[rank::world]
             losses = cold_start.run(model, rows, config, pad, rng)
             if rank == 0:
-                checkpoint.save(out, 0, model, optimizer, rng, config, outcome.metrics)
+                checkpoint.save(
+                    out,
+                    0,
+                    model,
+                    optimizer,
+                    rng,
+                    config,
+                    outcome.metrics,
+                    handle.env_id,
+                )
                 checkpoint.record(out, "cold_start.json", {"epoch_losses": losses})
             if on_iteration is not None:
                 on_iteration(0, {"cold_start_epoch_losses": losses})
@@ -195,7 +207,14 @@ def train(
             outcome.metrics.append(row)
             if rank == 0:
                 checkpoint.save(
-                    out, iteration + 1, model, optimizer, rng, config, outcome.metrics
+                    out,
+                    iteration + 1,
+                    model,
+                    optimizer,
+                    rng,
+                    config,
+                    outcome.metrics,
+                    handle.env_id,
                 )
                 success = next((e for g in groups for e in g if e.success), None)
                 if success is not None:

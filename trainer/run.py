@@ -21,14 +21,14 @@ from trainer.envs import EnvHandle, resolve_env
 from trainer.errors import TrainerError
 from trainer.grpo import Outcome
 from trainer.reporting import require
-from trainer.rollout import Generator
+from trainer.rollout import Generator, RolloutLimits
 
 # Written into every --out, so --force only ever starts over in a folder this tool wrote.
 MARKER = ".trace-trainer"
 
 
 def _written_by_trainer(out: Path) -> bool:
-    return any((out / name).exists() for name in (MARKER, "checkpoint", "trace.json"))
+    return (out / MARKER).is_file() or (out / "checkpoint" / "state.json").is_file()
 
 
 def check_out(
@@ -36,11 +36,21 @@ def check_out(
 ) -> None:
     """Refuse an output folder that cannot take this run, before any model is loaded.
 
-    It must not be a file, hold or sit inside an input (`--model`, `--env`), or
-    hold files that `trainer train` did not write; it must be writable.
+    It must be a plain, writable folder named in UTF-8, must not hold or sit
+    inside an input (`--model`, `--env`), must hold no symlinks (writes would
+    follow them out of it), and `--force` only starts over in a folder that
+    `trainer train` wrote.
     """
-    if out.exists() and not out.is_dir():
-        raise TrainerError(f"--out {out} is a file; give a folder for the adapter")
+    try:
+        str(out).encode("utf-8")
+    except UnicodeEncodeError:
+        raise TrainerError(
+            f"--out {str(out)!r} is not valid UTF-8; choose a plain folder name"
+        ) from None
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise TrainerError(
+            f"--out {out} is a file or a link; give a folder for the adapter"
+        )
     target = out.resolve()
     for given in inputs:
         source = Path(given)
@@ -52,7 +62,14 @@ def check_out(
             raise TrainerError(
                 f"--out {out} overlaps the input {given}; write the adapter to its own folder"
             )
-    if out.is_dir() and any(out.iterdir()):
+    entries = [p for p in out.iterdir() if p.name != MARKER] if out.is_dir() else []
+    links = [p.name for p in entries if p.is_symlink()]
+    if links:
+        raise TrainerError(
+            f"--out {out} holds symbolic links ({', '.join(sorted(links)[:3])}); "
+            "give a folder without links"
+        )
+    if entries:
         if not (resume or force):
             raise TrainerError(
                 f"--out {out} is not empty; pass --resume to continue or --force to start over"
@@ -73,32 +90,43 @@ def check_out(
         ) from None
 
 
-def check_prompt(handle: EnvHandle, tokenizer: Any, config: TrainConfig) -> None:
+def check_prompt(
+    handle: EnvHandle,
+    tokenizer: Any,
+    limits: RolloutLimits,
+    tool_format: str,
+    seed: int,
+) -> None:
     """The chat template must render the environment's first prompt, within the token budget.
 
-    Otherwise every episode would fail the same way and the run would "finish"
-    having trained nothing. An environment that fails here is left to the
-    rollouts, where each failure costs one episode.
+    Otherwise every episode would fail the same way and a run would "finish"
+    having trained (or measured) nothing. An environment that fails here is
+    left to the rollouts, where each failure costs one episode.
     """
-    seed = config.train_seed(0, 0)
     try:
         env = env_calls.make(
-            lambda: handle.make(max_turns=config.max_turns), config.step_timeout
+            lambda: handle.make(max_turns=limits.max_turns), limits.step_timeout
         )
-        messages, tools = env_calls.reset(env, seed, config.step_timeout)
+        messages, tools = env_calls.reset(env, seed, limits.step_timeout)
     except env_calls.EnvFault:
         return
     try:
-        prompt = ChatFormat(tokenizer, tools, config.tool_format).prompt(messages)
+        prompt = ChatFormat(tokenizer, tools, tool_format).prompt(messages)
     except TrainerError as exc:
         raise TrainerError(
-            f"--chat-template: the chat template cannot render {handle.env_id}'s prompts ({exc})"
+            f"the chat template (the model's own, or --chat-template) cannot render "
+            f"{handle.env_id}'s prompts ({exc})"
         ) from None
-    if len(prompt) + config.max_new_tokens > config.max_total_tokens:
+    if not prompt:
         raise TrainerError(
-            f"--max-total-tokens {config.max_total_tokens} is too small: {handle.env_id}'s "
+            f"the chat template renders {handle.env_id}'s prompt as nothing; give a "
+            "template that writes the messages (--chat-template)"
+        )
+    if len(prompt) + limits.max_new_tokens > limits.max_total_tokens:
+        raise TrainerError(
+            f"--max-total-tokens {limits.max_total_tokens} is too small: {handle.env_id}'s "
             f"first prompt is {len(prompt)} tokens, plus --max-new-tokens "
-            f"{config.max_new_tokens}; raise it or use --tool-format compact"
+            f"{limits.max_new_tokens}; raise it or use --tool-format compact"
         )
 
 
@@ -203,7 +231,13 @@ def open_run(
         model, chat_template=chat_template, precision=config.precision
     )
     policy = with_lora(base, config)
-    check_prompt(handle, tokenizer, config)
+    check_prompt(
+        handle,
+        tokenizer,
+        config.rollout_limits(),
+        config.tool_format,
+        config.train_seed(0, 0),
+    )
     return Run(
         config, handle, policy, tokenizer, make_generator(config, policy, tokenizer, model),
         out, model, chat_template, resume,
