@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from trainer.errors import Interrupted
+
 T = TypeVar("T")
 
 
@@ -67,9 +69,7 @@ def guarded(call: Callable[[], T], seconds: float, what: str) -> T:
     )
     try:
         return run(call, seconds, what)
-    except EnvFault:
-        raise
-    except KeyboardInterrupt:
+    except (EnvFault, KeyboardInterrupt, Interrupted):  # the user's stop, not the env's
         raise
     except BaseException as exc:  # noqa: BLE001 - SystemExit included: user code
         raise EnvFault(f"{what} raised {exc!r}") from None
