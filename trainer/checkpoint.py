@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from trainer.config import TrainConfig
-from trainer.errors import TrainerError
+from trainer.errors import TrainerError, first_line
 
 # Settings a resumed run may change (to extend a run, or to run with other hardware).
 RESUMABLE_CHANGES = {"iterations", "generation_batch_size", "backend"}
@@ -78,7 +78,7 @@ def save(
     except (OSError, RuntimeError) as exc:
         shutil.rmtree(staging, ignore_errors=True)
         raise TrainerError(
-            f"cannot write the checkpoint in {out} ({str(exc).splitlines()[0][:200]}); "
+            f"cannot write the checkpoint in {out} ({first_line(exc, 200)}); "
             "free space or choose another --out (the previous checkpoint is intact)"
         ) from None
     retired = out / ".checkpoint.old"
@@ -124,7 +124,7 @@ def load(
         metrics = [json.loads(line) for line in lines][:iteration]
     except Exception as exc:  # noqa: BLE001 - json, safetensors and pickle raise many kinds
         raise TrainerError(
-            f"--resume: the checkpoint in {folder} is damaged ({str(exc).splitlines()[0][:200]}); "
+            f"--resume: the checkpoint in {folder} is damaged ({first_line(exc, 200)}); "
             "start a new --out, or --force to start over in this one"
         ) from None
     if env_id and state.get("env_id") and state["env_id"] != env_id:
@@ -149,7 +149,7 @@ def load(
     except Exception as exc:  # noqa: BLE001 - shapes or states that do not fit this model
         raise TrainerError(
             f"--resume: the checkpoint in {folder} does not fit this model and settings "
-            f"({str(exc).splitlines()[0][:200]}); start a new --out"
+            f"({first_line(exc, 200)}); start a new --out"
         ) from None
     return iteration, metrics
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer.config import EVAL_SEED_BASE, TrainConfig
-from trainer.errors import Interrupted, TrainerError
+from trainer.errors import Interrupted, TrainerError, first_line
 from trainer.settings import BACKENDS, PRECISIONS, REPORTERS, TOOL_FORMATS
 
 DEFAULTS = TrainConfig()
@@ -333,7 +333,7 @@ def _config_file(path: str, command: argparse.ArgumentParser) -> dict[str, Any]:
         values = yaml.safe_load(text)
     except Exception as exc:  # noqa: BLE001 - PyYAML raises YAMLError, ValueError, RecursionError
         raise TrainerError(
-            f"--config {path} is not valid YAML ({str(exc).splitlines()[0][:200]})"
+            f"--config {path} is not valid YAML ({first_line(exc, 200)})"
         ) from None
     if values is None:
         return {}

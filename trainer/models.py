@@ -15,7 +15,7 @@ from typing import Any
 
 from trainer.chat_templates import apply_chat_template
 from trainer.config import TrainConfig
-from trainer.errors import TrainerError
+from trainer.errors import TrainerError, first_line
 
 log = logging.getLogger("trainer.models")
 GGUF_CACHE = Path.home() / ".cache" / "trace-factory" / "gguf"
@@ -38,7 +38,7 @@ def _from_gguf(path: Path) -> Path:
         except Exception as exc:  # noqa: BLE001 - the GGUF readers raise many kinds
             raise TrainerError(
                 f"--model: {path} is not a GGUF model transformers can read "
-                f"({_first_line(exc)}); give a valid .gguf file or a model folder"
+                f"({first_line(exc)}); give a valid .gguf file or a model folder"
             ) from None
         # The weights are dequantised on load; drop the GGUF quantizer so they save as
         # plain safetensors.
@@ -55,10 +55,6 @@ def _from_gguf(path: Path) -> Path:
         except OSError:  # another run cached it first
             shutil.rmtree(staging, ignore_errors=True)
     return folder
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
 
 
 def _grow_vocabulary(base: Any, tokenizer: Any) -> None:
@@ -131,7 +127,7 @@ def load_base(
         base = AutoModelForCausalLM.from_pretrained(source, dtype=dtype)
     except Exception as exc:  # noqa: BLE001 - config, tokenizer and weight readers raise many kinds
         raise TrainerError(
-            f"--model: cannot load '{model}' ({_first_line(exc)}); give a complete local "
+            f"--model: cannot load '{model}' ({first_line(exc)}); give a complete local "
             "model folder or a Hugging Face id this machine can download"
         ) from None
     if chat_template is not None:
@@ -233,5 +229,5 @@ def load_adapter(base: Any, adapter: str) -> Any:
     except Exception as exc:  # noqa: BLE001 - peft and safetensors raise many kinds
         raise TrainerError(
             f"--adapter: {folder} is broken or does not fit this base model "
-            f"({_first_line(exc)}); give a folder written by `trainer train` for it"
+            f"({first_line(exc)}); give a folder written by `trainer train` for it"
         ) from None

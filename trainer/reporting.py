@@ -81,15 +81,12 @@ def require(kind: str) -> None:
 
 def open_reporter(kind: str, out: Path, config: dict[str, Any]) -> Reporter:
     """The reporter `--report-to` names; TensorBoard logs go to `out`/runs."""
+    require(kind)
     try:
         if kind == "tensorboard":
             return _TensorBoard(out / "runs")
         if kind == "wandb":
             return _WandB(out.name, config)
-    except ImportError:
-        raise TrainerError(
-            f"--report-to {kind} needs `pip install trace-factory[{kind}]`"
-        ) from None
     except Exception as exc:  # noqa: BLE001 - wandb's login and network errors
         raise TrainerError(f"--report-to {kind}: cannot start ({exc})") from None
     return _Nowhere()

@@ -130,8 +130,13 @@ def _open(
     tokenizer: Any,
     limits: RolloutLimits,
     tool_format: str,
+    previous: ChatFormat | None,
 ) -> ChatFormat | None:
-    """Create and reset the episode's environment and tokenize its prompt."""
+    """Create and reset the episode's environment and tokenize its prompt.
+
+    The previous episode's chat format is reused when the tools are the same
+    (they are for every episode of a package), so its template probe runs once.
+    """
     try:
         episode.env = env_calls.make(
             lambda: handle.make(max_turns=limits.max_turns), limits.step_timeout
@@ -139,7 +144,11 @@ def _open(
         episode.messages, tools = env_calls.reset(
             episode.env, episode.seed, limits.step_timeout
         )
-        chat = ChatFormat(tokenizer, tools, tool_format)
+        chat = (
+            previous
+            if previous is not None and previous.tools == tools
+            else ChatFormat(tokenizer, tools, tool_format)
+        )
         episode.extend(chat.prompt(episode.messages))
         return chat
     except env_calls.EnvFault as exc:
@@ -164,13 +173,14 @@ def collect(
     """
     groups: list[Group] = []
     chats: dict[int, ChatFormat] = {}
+    chat: ChatFormat | None = None
     for index, seed in enumerate(seeds):
         group = []
         for _ in range(group_size):
             episode = Episode(group=index, seed=seed)
-            chat = _open(episode, handle, tokenizer, limits, tool_format)
-            if chat is not None:
-                chats[id(episode)] = chat
+            opened = _open(episode, handle, tokenizer, limits, tool_format, chat)
+            if opened is not None:
+                chat = chats[id(episode)] = opened
             group.append(episode)
         groups.append(group)
     while active := [e for g in groups for e in g if not e.done]:

@@ -114,13 +114,15 @@ def unit_conversion(state: State, amount: float, from_unit: str, to_unit: str) -
     return amount * factor / divisor
 
 
-def _check_latitude(value: float, name: str) -> None:
-    if not -90 <= value <= 90:
+def check_latitude(value: float | None, name: str = "latitude") -> None:
+    """A latitude in [-90, 90] (None, an omitted optional one, passes)."""
+    if value is not None and not -90 <= value <= 90:
         raise ToolError(f"ValueError: {name} {value} is outside [-90, 90]")
 
 
-def _check_longitude(value: float, name: str) -> None:
-    if not -180 <= value <= 180:
+def check_longitude(value: float | None, name: str = "longitude") -> None:
+    """A longitude in [-180, 180] (None, an omitted optional one, passes)."""
+    if value is not None and not -180 <= value <= 180:
         raise ToolError(f"ValueError: {name} {value} is outside [-180, 180]")
 
 
@@ -188,10 +190,10 @@ def calculate_lat_lon_distance(
     longitude_1: float,
 ) -> float:
     """The distance in km between two latitude/longitude pairs."""
-    _check_latitude(latitude_0, "latitude_0")
-    _check_latitude(latitude_1, "latitude_1")
-    _check_longitude(longitude_0, "longitude_0")
-    _check_longitude(longitude_1, "longitude_1")
+    check_latitude(latitude_0, "latitude_0")
+    check_latitude(latitude_1, "latitude_1")
+    check_longitude(longitude_0, "longitude_0")
+    check_longitude(longitude_1, "longitude_1")
     return geodesic_km(latitude_0, longitude_0, latitude_1, longitude_1)
 
 

@@ -55,13 +55,6 @@ def _check_timestamp(timestamp: float, name: str) -> None:
         )
 
 
-def _check_coordinates(latitude: float | None, longitude: float | None) -> None:
-    if latitude is not None and not -90 <= latitude <= 90:
-        raise ToolError(f"ValueError: latitude {latitude} is outside [-90, 90]")
-    if longitude is not None and not -180 <= longitude <= 180:
-        raise ToolError(f"ValueError: longitude {longitude} is outside [-180, 180]")
-
-
 def _utc(timestamp: float) -> datetime.datetime:
     _check_timestamp(timestamp, "timestamp")
     return datetime.datetime.fromtimestamp(timestamp, tz=datetime.timezone.utc)
@@ -292,7 +285,8 @@ def add_reminder(
     longitude: float | None = None,
 ) -> str:
     _check_timestamp(reminder_timestamp, "reminder_timestamp")
-    _check_coordinates(latitude, longitude)
+    utilities.check_latitude(latitude)
+    utilities.check_longitude(longitude)
     reminder_id = _new_id(state, "reminders", f"{content}/{reminder_timestamp}")
     state["reminders"][reminder_id] = {
         "reminder_id": reminder_id,
@@ -326,7 +320,8 @@ def modify_reminder(
         raise ToolError(f"NoDataError: no reminder with reminder_id '{reminder_id}'")
     if reminder_timestamp is not None:
         _check_timestamp(reminder_timestamp, "reminder_timestamp")
-    _check_coordinates(latitude, longitude)
+    utilities.check_latitude(latitude)
+    utilities.check_longitude(longitude)
     changes["creation_timestamp"] = state["clock"]["current_timestamp"]
     state["reminders"][reminder_id].update(changes)
 

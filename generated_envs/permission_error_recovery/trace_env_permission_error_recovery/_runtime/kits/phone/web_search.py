@@ -16,7 +16,7 @@ from typing import Any
 
 from ...schema import ToolError
 from ...toolkit import State
-from .utilities import geodesic_km
+from .utilities import check_latitude, check_longitude, geodesic_km
 
 PLACE_KINDS = {
     "restaurant": ("Trattoria", "Bistro", "Grill", "Noodle House", "Taqueria", "Diner"),
@@ -84,14 +84,8 @@ def _where(
     state: State, latitude: float | None, longitude: float | None
 ) -> tuple[float, float]:
     """The given coordinates, or the device's when neither is given (ToolSandbox's rule)."""
-    for value, name, bound in (
-        (latitude, "latitude", 90),
-        (longitude, "longitude", 180),
-    ):
-        if value is not None and not -bound <= value <= bound:
-            raise ToolError(
-                f"ValueError: {name} {value} is outside [-{bound}, {bound}]"
-            )
+    check_latitude(latitude)
+    check_longitude(longitude)
     if (latitude is None) != (longitude is None):
         raise ToolError(
             "ValueError: Latitude and Longitude must be either both provided, or both not provided"
