@@ -160,6 +160,7 @@ def _analyze(arguments: argparse.Namespace) -> int:
         skip_bad=arguments.skip_bad,
         threshold=arguments.threshold,
         force=arguments.force,
+        truth=Path(arguments.truth) if arguments.truth else None,
     )
     n_failed = sum(not t.success for t in analysis.trajectories)
     print(
@@ -183,9 +184,26 @@ def _analyze(arguments: argparse.Namespace) -> int:
     print(
         f"\nwrote {Path(arguments.output) / 'report.md'}, report.json, capabilities.png"
     )
+    if analysis.truth is not None:
+        truth = analysis.truth
+        print(f"labelling accuracy on {truth['runs_scored']} runs with known labels:")
+        for name, row in truth["capabilities"].items():
+            print(
+                f"  {name:<32} precision {_value(row['precision'])}  recall "
+                f"{_value(row['recall'])}  false LACKING on passed "
+                f"{_value(row['false_lacking_on_success'])}"
+            )
+        print(
+            f"  retained set {'matches' if truth['retained_matches'] else 'does NOT match'}"
+            f" the capabilities lacking in >= 15% of failures"
+        )
     for spec in specs:
         print(f"spec: {spec}   next: factory generate {spec}")
     return 0
+
+
+def _value(rate: dict[str, Any]) -> str:
+    return "-" if rate["value"] is None else f"{rate['value']:.2f}"
 
 
 def _bounded(kind: type, low: float, high: float) -> Callable[[str], Any]:
@@ -309,6 +327,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ana.add_argument(
         "--force", action="store_true", help="replace a non-empty output folder"
+    )
+    ana.add_argument(
+        "--truth",
+        default=None,
+        metavar="LABELS_JSON",
+        help='score the labelling against known labels {"labels": {run id: [capabilities]}}',
     )
     ana.set_defaults(run=_analyze)
     cal = commands.add_parser(

@@ -94,6 +94,7 @@ class FailurePattern(_Model):
     """Where the analysis saw the capability lacking."""
 
     task_id: str
+    run: str = ""  # the source's ids: tau2 simulation and trial, ToolSandbox scenario
     note: str = ""
 
 

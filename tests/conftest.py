@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,22 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "capabilities"
+
+
+def side_interpreter(library: str, variable: str, venv: str) -> Path:
+    """The Python of the side venv that holds `library` (its pins clash with ours).
+
+    `.ci/run` creates `venv`; `variable` may name another interpreter. A missing
+    one skips the test locally and fails it in CI.
+    """
+    default = ROOT / venv / "bin" / "python"
+    python = Path(os.environ.get(variable, default))
+    if not python.is_file():
+        message = f"no interpreter with {library}: create {default} or set {variable}"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return python
 
 
 @pytest.fixture

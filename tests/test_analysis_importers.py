@@ -157,3 +157,22 @@ def test_unknown_inputs_are_refused(tmp_path) -> None:
         import_paths([tmp_path / "notes.txt"])
     with pytest.raises(FactoryError, match="no such file"):
         import_paths([tmp_path / "missing.json"])
+
+
+def test_records_keep_the_sources_ids(tau2_file, tmp_path) -> None:
+    """tau2's simulation id and trial, and ToolSandbox's scenario, survive import."""
+    data = json.loads(tau2_file.read_text())
+    record = import_paths([tau2_file]).trajectories[0]
+    simulation = data["simulations"][0]
+    assert record.metadata["simulation_id"] == simulation["id"]
+    assert record.reference == (
+        f"task {simulation['task_id']}, simulation {simulation['id']}, "
+        f"trial {simulation['trial']}"
+    )
+    test_toolsandbox_folder(tmp_path)
+    run = next(tmp_path.glob("agent_x_*"))
+    records = import_paths([run]).trajectories
+    assert [t.reference for t in records] == [
+        "scenario send_message_cellular_off",
+        "scenario add_reminder_tomorrow",
+    ]

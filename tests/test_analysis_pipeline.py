@@ -9,7 +9,7 @@ import pytest
 
 from factory.analyze.importers import import_paths
 from factory.analyze.pipeline import AnalysisSettings, analyze
-from factory.analyze.simulate import simulate
+from factory.analyze.simulate import simulate, truth_labels
 from factory.cli import main
 from tests.conftest import ROOT
 
@@ -84,6 +84,12 @@ def test_cli_analyze_then_generate(tmp_path, capsys) -> None:
         spec["archetype"] == "precondition_verification" and spec["target"] == "airline"
     )
     assert spec["evidence"]["runs_selected"] >= 8 and spec["failure_patterns"]
+    # Examples cite the tau2 simulation and trial, in the spec and the report.
+    pattern = spec["failure_patterns"][0]
+    assert pattern["run"].startswith(f"task {pattern['task_id']}, simulation sim-")
+    cited = rows["precondition_verification"]["example_failed_runs"]
+    assert cited and all(", trial 0" in run for run in cited)
+    assert cited[0] in (out / "report.md").read_text()
     capsys.readouterr()
     assert (
         main(
@@ -159,3 +165,57 @@ def test_bad_analyze_arguments_exit_2(tmp_path, capsys, arguments, message) -> N
     )
     assert message in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def test_truth_scores_the_labelling_in_the_report(tmp_path, capsys) -> None:
+    """--truth: per-capability precision, recall and false LACKING, with intervals."""
+    results = simulate(TAU2, {"tool_calling_precision": 0.7}, 160, seed=3)
+    runs = tmp_path / "runs.json"
+    runs.write_text(json.dumps(results))
+    truth = tmp_path / "truth.json"
+    truth.write_text(json.dumps(truth_labels(results)))
+    out = tmp_path / "analysis"
+    arguments = ["analyze", str(runs), "--target", "airline", "--output", str(out)]
+    assert main([*arguments, "--truth", str(truth)]) == 0
+    assert "labelling accuracy on 160 runs" in capsys.readouterr().out
+    accuracy = json.loads((out / "report.json").read_text())["labelling_accuracy"]
+    injected = accuracy["capabilities"]["tool_calling_precision"]
+    lacking = sum(
+        s["deficit"] == "tool_calling_precision" and not s["reward_info"]["reward"]
+        for s in results["simulations"]
+    )
+    assert injected["recall"]["n"] == lacking > 0
+    low, high = injected["precision"]["ci95"]
+    assert 0 <= low <= injected["precision"]["value"] <= high <= 1
+    assert accuracy["expected_retained"] == ["tool_calling_precision"]
+    assert accuracy["retained_matches"] is (
+        accuracy["retained"] == ["tool_calling_precision"]
+    )
+    assert "## Labelling accuracy" in (out / "report.md").read_text()
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "no such file"),
+        ("{", "not valid JSON"),
+        ('{"labels": ["a"]}', "field 'labels'"),
+        ('{"labels": {"sim-0": "tool_calling_precision"}}', "field 'labels.sim-0'"),
+        ('{"labels": {"sim-0": [1]}}', "field 'labels.sim-0.0'"),
+        ('{"labels": {}, "extra": 1}', "field 'extra'"),
+        ('{"labels": {"nobody": []}}', "none of its run ids"),
+    ],
+)
+def test_bad_truth_files_exit_2(tmp_path, capsys, content, message) -> None:
+    runs = tmp_path / "runs.json"
+    runs.write_text(json.dumps(simulate(TAU2[:1], {}, 4, seed=1)))
+    truth = tmp_path / "truth.json"
+    if content is not None:
+        truth.write_text(content)
+    out = tmp_path / "o"
+    arguments = ["analyze", str(runs), "--target", "airline", "--output", str(out)]
+    assert (
+        main([*arguments, "--truth", str(truth), "--runs", "2", "--min-runs", "1"]) == 2
+    )
+    assert message in capsys.readouterr().err
+    assert not out.exists() and runs.exists()

@@ -8,38 +8,24 @@ checks are skipped when an interpreter is missing, except in CI, where they fail
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.conftest import ROOT, side_interpreter
+
 PACKAGES = sorted(p for p in (ROOT / "generated_envs").iterdir() if p.is_dir())
 CHECKS = {
-    "openenv": ("TRACE_OPENENV_PYTHON", ROOT / ".venv-openenv" / "bin" / "python"),
-    "verifiers": (
-        "TRACE_VERIFIERS_PYTHON",
-        ROOT / ".venv-verifiers" / "bin" / "python",
-    ),
+    "openenv": ("TRACE_OPENENV_PYTHON", ".venv-openenv"),
+    "verifiers": ("TRACE_VERIFIERS_PYTHON", ".venv-verifiers"),
 }
-
-
-def _interpreter(library: str) -> Path:
-    variable, default = CHECKS[library]
-    python = Path(os.environ.get(variable, default))
-    if not python.is_file():
-        message = f"no interpreter with {library}: create {default} or set {variable}"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return python
 
 
 @pytest.mark.parametrize("library", sorted(CHECKS))
 @pytest.mark.parametrize("package", PACKAGES, ids=[p.name for p in PACKAGES])
 def test_package_passes_library_checks(library: str, package: Path) -> None:
-    python = _interpreter(library)
+    python = side_interpreter(library, *CHECKS[library])
     script = ROOT / "tests" / "ecosystem" / f"check_{library}.py"
     run = subprocess.run(
         [str(python), str(script), str(package)],

@@ -12,20 +12,9 @@ from typing import Any
 
 import numpy as np
 
+from factory.analyze.statistics import Z95, wilson
 from trainer.envs import EnvHandle
 from trainer.rollout import Ending, Generator, RolloutLimits, collect
-
-Z95 = 1.959964
-
-
-def wilson(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
-    """The 95% Wilson score interval of `successes` out of `n` ((0, 1) when n = 0)."""
-    if n == 0:
-        return 0.0, 1.0
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def confidence_interval(values: Sequence[float]) -> tuple[float, float, float]:

@@ -83,7 +83,7 @@ def _read_text(path: Path) -> str:
         raise BadRecord(f"{path}: cannot be read ({exc.strerror})") from None
 
 
-def _load_json(path: Path) -> Any:
+def load_json(path: Path) -> Any:
     try:
         return json.loads(_read_text(path))
     except json.JSONDecodeError as exc:
@@ -189,7 +189,7 @@ def tau2_messages(messages: Any, where: str = "messages") -> list[dict[str, Any]
 
 def load_tau2(path: Path, on_bad: OnBad) -> Iterator[Trajectory]:
     """Trajectory records of one tau2-bench Results file."""
-    data = _load_json(path)
+    data = load_json(path)
     if not isinstance(data, dict) or not isinstance(data.get("simulations"), list):
         raise BadRecord(
             f"{path}: field 'simulations': a tau2-bench Results file needs a list"
@@ -254,6 +254,7 @@ def _tau2_record(
                 "source": str(path),
                 "format": "tau2",
                 "domain": domain,
+                "simulation_id": simulation.get("id"),
                 "trial": simulation.get("trial"),
                 "termination_reason": simulation.get("termination_reason"),
                 "reward_info": reward_info,
@@ -276,7 +277,7 @@ def load_toolsandbox(
     folder: Path, threshold: float, on_bad: OnBad
 ) -> Iterator[Trajectory]:
     """Trajectory records of a ToolSandbox run; success = similarity >= threshold."""
-    summary = _load_json(folder / "result_summary.json")
+    summary = load_json(folder / "result_summary.json")
     results = summary.get("per_scenario_results") if isinstance(summary, dict) else None
     if not isinstance(results, list):
         raise BadRecord(
@@ -301,7 +302,7 @@ def _toolsandbox_record(
     conversation_path = folder / "trajectories" / name / "conversation.json"
     if not conversation_path.is_file():
         raise BadRecord(f"{conversation_path}: missing for scenario '{name}'")
-    conversation = _load_json(conversation_path)
+    conversation = load_json(conversation_path)
     if not isinstance(conversation, list):
         raise BadRecord(f"{conversation_path}: must be a list of messages")
     messages = [
@@ -319,6 +320,7 @@ def _toolsandbox_record(
             metadata={
                 "source": str(folder),
                 "format": "toolsandbox",
+                "scenario": name,
                 "categories": result.get("categories") or [],
                 "exception_type": result.get("exception_type"),
                 "turn_count": result.get("turn_count"),

@@ -25,6 +25,7 @@ from factory.analyze.labels import Capability, Judgement, Label
 from factory.analyze.records import Trajectory, write_jsonl
 from factory.analyze.specs import build_spec
 from factory.analyze.statistics import Labelled, Selection, bootstrap, majority, select
+from factory.analyze.truth import load_truth, score
 from factory.errors import FactoryError
 from factory.kits import kits as load_kits
 
@@ -65,6 +66,7 @@ class Analysis:
     selections: list[Selection]
     skipped: list[str]
     ignored: list[str] = field(default_factory=list)  # input files holding no runs
+    truth: dict[str, Any] | None = None  # accuracy against --truth labels
 
 
 def resolve_target(target: str) -> str | dict[str, Any]:
@@ -200,10 +202,12 @@ def analyze(
     return Analysis(list(trajectories), list(capabilities), labels, selections, [])
 
 
-def failure_patterns(analysis: Analysis, capability: str) -> list[tuple[str, str]]:
-    """(task id, evidence) of the failed trajectories lacking the capability."""
+def failure_patterns(
+    analysis: Analysis, capability: str
+) -> list[tuple[Trajectory, str]]:
+    """(run, evidence) of the failed trajectories lacking the capability."""
     return [
-        (t.task_id, row[capability].reason)
+        (t, row[capability].reason)
         for t, row in zip(analysis.trajectories, analysis.labels, strict=True)
         if not t.success and row[capability].label is Label.LACKING
     ]
@@ -226,7 +230,7 @@ def write_outputs(
     try:
         by_name = {c.name: c for c in analysis.capabilities}
         examples = {
-            c.name: [t for t, _ in failure_patterns(analysis, c.name)]
+            c.name: [t.reference for t, _ in failure_patterns(analysis, c.name)]
             for c in analysis.capabilities
         }
         rows = report.report_rows(analysis.selections, examples)
@@ -244,8 +248,8 @@ def write_outputs(
             "skipped_records": len(analysis.skipped),
             "ignored_files": analysis.ignored,
         }
-        report.write_json(staging / "report.json", summary, rows)
-        report.write_markdown(staging / "report.md", summary, rows)
+        report.write_json(staging / "report.json", summary, rows, analysis.truth)
+        report.write_markdown(staging / "report.md", summary, rows, analysis.truth)
         report.write_chart(
             staging / "capabilities.png", rows, settings.rho, settings.delta
         )
@@ -256,6 +260,7 @@ def write_outputs(
                     json.dumps(
                         {
                             "task_id": t.task_id,
+                            "run": t.reference,
                             "success": t.success,
                             "labels": {
                                 n: {"label": j.label.value, "reason": j.reason}
@@ -301,10 +306,13 @@ def run_analysis(
     skip_bad: bool = False,
     threshold: float = 1.0,
     force: bool = False,
+    truth: Path | None = None,
 ) -> tuple[Analysis, list[Path]]:
     """The whole `factory analyze` command: offline detectors, or an LLM labeller."""
     resolved = resolve_target(target)
-    refuse_overwrite(output, force, paths)
+    inputs = [*paths, *([truth] if truth is not None else [])]
+    refuse_overwrite(output, force, inputs)
+    truth_labels = load_truth(truth) if truth is not None else None
     imported = import_paths(paths, skip_bad=skip_bad, threshold=threshold)
     if llm_model is None:
         analysis = analyze(imported.trajectories, settings)
@@ -322,5 +330,13 @@ def run_analysis(
         labeller = f"LLM {llm_model}"
     analysis.skipped = imported.skipped
     analysis.ignored = imported.ignored
-    specs = write_outputs(analysis, output, resolved, settings, labeller, force, paths)
+    if truth_labels is not None:
+        analysis.truth = score(
+            analysis.trajectories,
+            analysis.labels,
+            analysis.selections,
+            truth_labels,
+            str(truth),
+        )
+    specs = write_outputs(analysis, output, resolved, settings, labeller, force, inputs)
     return analysis, specs

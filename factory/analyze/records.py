@@ -48,6 +48,32 @@ class Trajectory(BaseModel):
     expected_actions: list[ExpectedAction] | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
 
+    @property
+    def run_id(self) -> str:
+        """The run's own id in its source: tau2's simulation id, ToolSandbox's
+        scenario, a record's `metadata.run_id`, else its task id."""
+        for key in ("simulation_id", "scenario", "run_id"):
+            if self.metadata.get(key) is not None:
+                return str(self.metadata[key])
+        return self.task_id
+
+    @property
+    def reference(self) -> str:
+        """Where to find this run in its source: tau2's simulation id and trial,
+        ToolSandbox's scenario, or a record's own `run_id`, after the task id."""
+        metadata = self.metadata
+        if metadata.get("scenario") is not None:
+            return f"scenario {metadata['scenario']}"
+        parts = [f"task {self.task_id}"]
+        for key, name in (
+            ("simulation_id", "simulation"),
+            ("run_id", "run"),
+            ("trial", "trial"),
+        ):
+            if metadata.get(key) is not None:
+                parts.append(f"{name} {metadata[key]}")
+        return ", ".join(parts)
+
     @cached_property
     def steps(self) -> list[Step]:
         """The agent's tool calls in order, each with its result."""

@@ -30,22 +30,29 @@ def report_rows(
             "runs_total": s.runs_total,
             "passed_applicable": s.full.passed_applicable,
             "failed_applicable": s.full.failed_applicable,
-            "example_failed_task_ids": examples.get(s.capability, [])[:5],
+            "example_failed_runs": examples.get(s.capability, [])[:5],
         }
         for s in selections
     ]
 
 
 def write_json(
-    path: Path, settings: dict[str, Any], rows: list[dict[str, Any]]
+    path: Path,
+    settings: dict[str, Any],
+    rows: list[dict[str, Any]],
+    truth: dict[str, Any] | None = None,
 ) -> None:
-    path.write_text(
-        json.dumps({"settings": settings, "capabilities": rows}, indent=2) + "\n"
-    )
+    data: dict[str, Any] = {"settings": settings, "capabilities": rows}
+    if truth is not None:
+        data["labelling_accuracy"] = truth
+    path.write_text(json.dumps(data, indent=2) + "\n")
 
 
 def write_markdown(
-    path: Path, settings: dict[str, Any], rows: list[dict[str, Any]]
+    path: Path,
+    settings: dict[str, Any],
+    rows: list[dict[str, Any]],
+    truth: dict[str, Any] | None = None,
 ) -> None:
     lines = [
         "# Capability analysis",
@@ -56,7 +63,7 @@ def write_markdown(
         f"{settings['rho']} in at least {settings['min_runs']} of {settings['runs']} runs.",
         "",
         "| capability | retained | ER+ | ER- | gap (mean ± sd) | coverage (mean ± sd) "
-        "| runs selected | example failed tasks |",
+        "| runs selected | example failed runs |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for row in rows:
@@ -66,10 +73,60 @@ def write_markdown(
             f"| {row['gap']:.2f} ({row['gap_mean']:.2f} ± {row['gap_std']:.2f}) "
             f"| {row['coverage']:.2f} ({row['coverage_mean']:.2f} ± {row['coverage_std']:.2f}) "
             f"| {row['runs_selected']}/{row['runs_total']} "
-            f"| {', '.join(row['example_failed_task_ids']) or '-'} |"
+            f"| {_cell('; '.join(row['example_failed_runs'])) or '-'} |"
         )
     lines += ["", "![coverage and gap](capabilities.png)", ""]
+    if truth is not None:
+        lines += _accuracy_lines(truth)
     path.write_text("\n".join(lines))
+
+
+def _rate(rate: dict[str, Any]) -> str:
+    if rate["value"] is None:
+        return "- (0 runs)"
+    low, high = rate["ci95"]
+    return f"{rate['value']:.2f} [{low:.2f}, {high:.2f}] ({rate['hits']}/{rate['n']})"
+
+
+def _accuracy_lines(truth: dict[str, Any]) -> list[str]:
+    """The labelling-accuracy section: per capability, rates with 95% intervals."""
+    lines = [
+        "## Labelling accuracy",
+        "",
+        f"Against `{_cell(truth['truth_file'])}`: {truth['runs_scored']} runs scored "
+        f"({truth['failed']} failed, {truth['passed']} passed), "
+        f"{truth['runs_without_truth']} runs without a known label. Rates with 95% "
+        "Wilson intervals.",
+        "",
+        "| capability | precision (failed runs) | recall (failed runs) "
+        "| false LACKING (passed runs) | true share of failures |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for name, row in truth["capabilities"].items():
+        lines.append(
+            f"| `{name}` | {_rate(row['precision'])} | {_rate(row['recall'])} "
+            f"| {_rate(row['false_lacking_on_success'])} "
+            f"| {row['true_share_of_failures']:.2f} |"
+        )
+    verdict = "matches" if truth["retained_matches"] else "does NOT match"
+    lines += [
+        "",
+        f"Retained {truth['retained'] or 'nothing'}; {verdict} the capabilities "
+        f"lacking in >= 15% of failures: {truth['expected_retained'] or 'none'}.",
+        "",
+    ]
+    if truth["capabilities_not_labelled"]:
+        lines.insert(
+            -1,
+            "The truth names capabilities the labeller does not know: "
+            f"{', '.join(truth['capabilities_not_labelled'])}.",
+        )
+    return lines
+
+
+def _cell(text: str) -> str:
+    """Text safe inside a Markdown table cell (ids come from the user's files)."""
+    return " ".join(text.replace("|", "\\|").split())
 
 
 def write_chart(

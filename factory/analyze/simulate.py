@@ -177,6 +177,7 @@ def simulate(
                 "trial": 0,
                 "seed": task_seed,
                 "mode": mode,
+                "deficit": spec["archetype"] if mode == "lacking" else None,
             }
         )
     return {
@@ -204,6 +205,16 @@ def simulate(
     }
 
 
+def truth_labels(results: dict[str, Any]) -> dict[str, Any]:
+    """The known labels of simulated runs, in `factory analyze --truth`'s format."""
+    return {
+        "labels": {
+            simulation["id"]: [simulation["deficit"]] if simulation["deficit"] else []
+            for simulation in results["simulations"]
+        }
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument(
@@ -220,6 +231,9 @@ def main() -> None:
     parser.add_argument("--noise", type=float, default=0.1)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--output", type=Path, required=True)
+    parser.add_argument(
+        "--truth", type=Path, default=None, help="also write the runs' known labels"
+    )
     arguments = parser.parse_args()
     deficits = {k: float(v) for k, v in (d.split("=", 1) for d in arguments.deficit)}
     results = simulate(
@@ -231,6 +245,11 @@ def main() -> None:
     )
     arguments.output.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     print(f"wrote {len(results['simulations'])} simulations to {arguments.output}")
+    if arguments.truth is not None:
+        arguments.truth.write_text(
+            json.dumps(truth_labels(results), indent=2) + "\n", encoding="utf-8"
+        )
+        print(f"wrote their known labels to {arguments.truth}")
 
 
 if __name__ == "__main__":

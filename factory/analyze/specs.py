@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 from factory.analyze.labels import Capability
+from factory.analyze.records import Trajectory
 from factory.analyze.statistics import Selection
 from factory.archetypes import archetypes
 from factory.spec import CapabilitySpec, Evidence, FailurePattern, InlineTarget
@@ -24,7 +25,7 @@ def build_spec(
     capability: Capability,
     selection: Selection,
     target: str | dict[str, Any],
-    patterns: list[tuple[str, str]],
+    patterns: list[tuple[Trajectory, str]],
 ) -> CapabilitySpec:
     """The spec of one retained capability, with its evidence and failure patterns."""
     archetype = archetypes().get(capability.archetype or "")
@@ -42,7 +43,8 @@ def build_spec(
         archetype=archetype.id if fits else None,
         target=target if isinstance(target, str) else InlineTarget(**target),
         failure_patterns=[
-            FailurePattern(task_id=t, note=n[:300]) for t, n in patterns[:20]
+            FailurePattern(task_id=t.task_id, run=t.reference, note=n[:300])
+            for t, n in patterns[:20]
         ],
         evidence=Evidence(
             er_pos=full.er_pos,

@@ -12,6 +12,7 @@ resamples of the trajectories).
 
 from __future__ import annotations
 
+import math
 import random
 import statistics
 from collections import Counter
@@ -19,6 +20,22 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from factory.analyze.labels import Label
+
+Z95 = 1.959964
+
+
+def wilson(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
+    """The 95% Wilson score interval of `successes` out of `n` ((0, 1) when n = 0)."""
+    if n == 0:
+        return 0.0, 1.0
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    # At p = 0 or 1 the bound is exactly 0 or 1; rounding would leave it just inside.
+    low = 0.0 if successes == 0 else max(0.0, centre - half)
+    high = 1.0 if successes == n else min(1.0, centre + half)
+    return low, high
+
 
 Labelled = Sequence[tuple[Mapping[str, Label], bool]]  # (labels by capability, success)
 

@@ -22,9 +22,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from factory.analyze.statistics import wilson
 from factory.errors import FactoryError
 from factory.runtime import Knob
-from trainer.evaluation import wilson
 
 BAND = (0.2, 0.6)
 MIN_INFORMATIVE = 0.5

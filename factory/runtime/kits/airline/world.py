@@ -204,9 +204,9 @@ def airline_reservation(
         flight = airline_flight(rng, state, leg_origin, leg_destination, {date: day})
         segments.append(
             {
+                "flight_number": flight["flight_number"],
                 "origin": leg_origin,
                 "destination": leg_destination,
-                "flight_number": flight["flight_number"],
                 "date": date,
                 "price": day["prices"][cabin],
             }
@@ -234,6 +234,7 @@ def airline_reservation(
         "total_baggages": total_bags,
         "nonfree_baggages": 0,
         "insurance": insurance,
+        "status": None,
     }
     state["reservations"][reservation_id] = reservation
     user["reservations"].append(reservation_id)

@@ -1,11 +1,16 @@
 """Tool implementations of the Retail kit, named and typed as tau2-bench retail.
 
-Every tool checks its preconditions before it touches the state, so a call
-that fails with `ToolError` never changes it.
+Each tool does what tau2-bench's own retail tool does, with its error messages
+and result fields: tests/test_tau2_differential.py runs the same calls through
+both. Like tau2, the tools check data (ids, statuses, balances) but leave
+policy (confirmation, one modification per order) to the agent. Every tool
+checks before it touches the state, so a call that fails with `ToolError`
+never changes it.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -19,28 +24,31 @@ CANCEL_REASONS = ("no longer needed", "ordered by mistake")
 def _user(state: State, user_id: str) -> dict[str, Any]:
     user = state["users"].get(user_id)
     if user is None:
-        raise ToolError(f"user '{user_id}' not found")
+        raise ToolError("User not found")
     return user
 
 
 def _order(state: State, order_id: str) -> dict[str, Any]:
     order = state["orders"].get(order_id)
     if order is None:
-        raise ToolError(f"order '{order_id}' not found")
+        raise ToolError("Order not found")
     return order
 
 
-def _product(state: State, product_id: str) -> dict[str, Any]:
+def _variant(state: State, product_id: str, item_id: str) -> dict[str, Any]:
     product = state["products"].get(product_id)
     if product is None:
-        raise ToolError(f"product '{product_id}' not found")
-    return product
+        raise ToolError("Product not found")
+    variant = product["variants"].get(item_id)
+    if variant is None:
+        raise ToolError("Variant not found")
+    return variant
 
 
 def _payment_method(state: State, user_id: str, method_id: str) -> dict[str, Any]:
     method = _user(state, user_id)["payment_methods"].get(method_id)
     if method is None:
-        raise ToolError(f"payment method '{method_id}' not found for user '{user_id}'")
+        raise ToolError("Payment method not found")
     return method
 
 
@@ -51,102 +59,68 @@ def _address(
         "address1": address1,
         "address2": address2,
         "city": city,
-        "state": state,
         "country": country,
+        "state": state,
         "zip": zip,
     }
 
 
-def _item_positions(order: dict[str, Any], item_ids: list[str]) -> list[int]:
-    """Positions in the order of the listed items (duplicates take distinct items)."""
-    if not item_ids:
-        raise ToolError("item_ids must list at least one item")
-    positions: list[int] = []
+def _check_counts(order: dict[str, Any], item_ids: list[str], problem: str) -> None:
+    """Each listed item id appears in the order at least as often as it is listed."""
+    ordered = [item["item_id"] for item in order["items"]]
     for item_id in item_ids:
-        position = next(
-            (
-                index
-                for index, item in enumerate(order["items"])
-                if item["item_id"] == item_id and index not in positions
-            ),
-            None,
-        )
-        if position is None:
-            raise ToolError(
-                f"item '{item_id}' is not in order {order['order_id']} "
-                f"(or is listed more times than it was ordered)"
-            )
-        positions.append(position)
-    return positions
+        if item_ids.count(item_id) > ordered.count(item_id):
+            raise ToolError(problem.format(item_id=item_id))
 
 
-def _new_variants(
-    state: State,
-    order: dict[str, Any],
-    positions: list[int],
-    new_item_ids: list[str],
-) -> list[dict[str, Any]]:
-    """The available replacement variants, each of the same product as its item."""
-    if len(new_item_ids) != len(positions):
-        raise ToolError("item_ids and new_item_ids must have the same length")
-    variants = []
-    for position, new_item_id in zip(positions, new_item_ids, strict=True):
-        item = order["items"][position]
-        if new_item_id == item["item_id"]:
-            raise ToolError(f"new item '{new_item_id}' is the same as the old item")
-        product = _product(state, item["product_id"])
-        variant = product["variants"].get(new_item_id)
-        if variant is None:
-            raise ToolError(
-                f"item '{new_item_id}' is not a variant of product "
-                f"{item['product_id']} ({item['name']})"
-            )
-        if not variant["available"]:
-            raise ToolError(f"item '{new_item_id}' is not available")
-        variants.append(variant)
-    return variants
+def _first_item(order: dict[str, Any], item_id: str) -> dict[str, Any]:
+    item = next((item for item in order["items"] if item["item_id"] == item_id), None)
+    if item is None:
+        raise ToolError(f"Item {item_id} not found")
+    return item
 
 
-def _price_difference(
-    order: dict[str, Any], positions: list[int], variants: list[dict[str, Any]]
-) -> float:
-    old = sum(order["items"][position]["price"] for position in positions)
-    new = sum(variant["price"] for variant in variants)
-    return round(new - old, 2)
+def _replacement(
+    state: State, item: dict[str, Any], new_item_id: str
+) -> dict[str, Any]:
+    """The available variant `new_item_id` of the item's product."""
+    variant = _variant(state, item["product_id"], new_item_id)
+    if not variant["available"]:
+        raise ToolError(f"New item {new_item_id} not found or available")
+    return variant
+
+
+def _gift_card_covers(method: dict[str, Any], amount: float, problem: str) -> None:
+    if method["source"] == "gift_card" and method["balance"] < amount:
+        raise ToolError(problem)
 
 
 def cancel_pending_order(state: State, order_id: str, reason: str) -> dict[str, Any]:
-    """Cancel a pending order and refund what each payment method paid for it."""
+    """Cancel a pending order and refund every payment to its method."""
     order = _order(state, order_id)
     if order["status"] != "pending":
-        raise ToolError(f"order {order_id} is '{order['status']}', not 'pending'")
+        raise ToolError("Non-pending order cannot be cancelled")
     if reason not in CANCEL_REASONS:
-        raise ToolError(f"reason must be one of {list(CANCEL_REASONS)}")
-    paid: dict[str, float] = {}
-    for entry in order["payment_history"]:
-        sign = 1 if entry["transaction_type"] == "payment" else -1
-        method_id = entry["payment_method_id"]
-        paid[method_id] = paid.get(method_id, 0.0) + sign * entry["amount"]
-    methods = {
-        method_id: _payment_method(state, order["user_id"], method_id)
-        for method_id in paid
-    }
+        raise ToolError("Invalid reason")
+    history = order["payment_history"]
+    methods = [
+        _payment_method(state, order["user_id"], payment["payment_method_id"])
+        for payment in history
+    ]
     refunds = [
         {
             "transaction_type": "refund",
-            "amount": round(amount, 2),
-            "payment_method_id": key,
+            "amount": payment["amount"],
+            "payment_method_id": payment["payment_method_id"],
         }
-        for key, amount in paid.items()
-        if round(amount, 2) > 0
+        for payment in history
     ]
-    for refund in refunds:
-        method = methods[refund["payment_method_id"]]
+    for payment, method in zip(history, methods, strict=True):
         if method["source"] == "gift_card":
-            method["balance"] = round(method["balance"] + refund["amount"], 2)
+            method["balance"] = round(method["balance"] + payment["amount"], 2)
     order["status"] = "cancelled"
     order["cancel_reason"] = reason
-    order["payment_history"].extend(refunds)
+    history.extend(refunds)
     return order
 
 
@@ -160,13 +134,21 @@ def exchange_delivered_order_items(
     """Request an exchange of delivered items for available variants."""
     order = _order(state, order_id)
     if order["status"] != "delivered":
-        raise ToolError(f"order {order_id} is '{order['status']}', not 'delivered'")
-    positions = _item_positions(order, item_ids)
-    variants = _new_variants(state, order, positions, new_item_ids)
-    difference = _price_difference(order, positions, variants)
+        raise ToolError("Non-delivered order cannot be exchanged")
+    _check_counts(order, item_ids, "Number of {item_id} not found.")
+    if len(item_ids) != len(new_item_ids):
+        raise ToolError("The number of items to be exchanged should match.")
+    difference: float = 0  # an int when nothing changes, as in tau2
+    for item_id, new_item_id in zip(item_ids, new_item_ids, strict=True):
+        item = _first_item(order, item_id)
+        difference += _replacement(state, item, new_item_id)["price"] - item["price"]
+    difference = round(difference, 2)
     method = _payment_method(state, order["user_id"], payment_method_id)
-    if method["source"] == "gift_card" and method["balance"] < difference:
-        raise ToolError("the gift card balance does not cover the price difference")
+    _gift_card_covers(
+        method,
+        difference,
+        "Insufficient gift card balance to pay for the price difference",
+    )
     order["status"] = "exchange requested"
     order["exchange_items"] = sorted(item_ids)
     order["exchange_new_items"] = sorted(new_item_ids)
@@ -180,7 +162,7 @@ def find_user_id_by_email(state: State, email: str) -> str:
     for user_id, user in state["users"].items():
         if user["email"].lower() == email.lower():
             return user_id
-    raise ToolError("no user with this email")
+    raise ToolError("User not found")
 
 
 def find_user_id_by_name_zip(
@@ -195,7 +177,7 @@ def find_user_id_by_name_zip(
             and user["address"]["zip"] == zip
         ):
             return user_id
-    raise ToolError("no user with this name and zip code")
+    raise ToolError("User not found")
 
 
 def get_order_details(state: State, order_id: str) -> dict[str, Any]:
@@ -205,7 +187,10 @@ def get_order_details(state: State, order_id: str) -> dict[str, Any]:
 
 def get_product_details(state: State, product_id: str) -> dict[str, Any]:
     """The product with all its variants."""
-    return _product(state, product_id)
+    product = state["products"].get(product_id)
+    if product is None:
+        raise ToolError("Product not found")
+    return product
 
 
 def get_user_details(state: State, user_id: str) -> dict[str, Any]:
@@ -213,10 +198,10 @@ def get_user_details(state: State, user_id: str) -> dict[str, Any]:
     return _user(state, user_id)
 
 
-def list_all_product_types(state: State) -> dict[str, str]:
-    """Product names mapped to product ids, sorted by name."""
+def list_all_product_types(state: State) -> str:
+    """Product names mapped to product ids, as tau2's JSON text sorted by name."""
     types = {product["name"]: key for key, product in state["products"].items()}
-    return dict(sorted(types.items()))
+    return json.dumps(types, sort_keys=True)
 
 
 def modify_pending_order_address(
@@ -237,7 +222,7 @@ def modify_pending_order_address(
     """
     order = _order(db, order_id)
     if "pending" not in order["status"]:
-        raise ToolError(f"order {order_id} is '{order['status']}', not pending")
+        raise ToolError("Non-pending order cannot be modified")
     order["address"] = _address(address1, address2, city, state, country, zip)
     return order
 
@@ -249,30 +234,40 @@ def modify_pending_order_items(
     new_item_ids: list[str],
     payment_method_id: str,
 ) -> dict[str, Any]:
-    """Swap items of a pending order for available variants of the same products."""
+    """Swap items of a pending order for available variants of the same products.
+
+    Each item takes its own variant's price and options; tau2 gives every item
+    the last variant's (a bug listed in README).
+    """
     order = _order(state, order_id)
     if order["status"] != "pending":
-        raise ToolError(
-            f"order {order_id} is '{order['status']}'; items can be modified only "
-            "once, on a 'pending' order"
-        )
-    positions = _item_positions(order, item_ids)
-    variants = _new_variants(state, order, positions, new_item_ids)
-    difference = _price_difference(order, positions, variants)
+        raise ToolError("Non-pending order cannot be modified")
+    _check_counts(order, item_ids, "{item_id} not found")
+    if len(item_ids) != len(new_item_ids):
+        raise ToolError("The number of items to be exchanged should match")
+    difference: float = 0  # not rounded, as in tau2
+    variants = []
+    for item_id, new_item_id in zip(item_ids, new_item_ids, strict=True):
+        if item_id == new_item_id:
+            raise ToolError("The new item id should be different from the old item id")
+        item = _first_item(order, item_id)
+        variants.append(_replacement(state, item, new_item_id))
+        difference += variants[-1]["price"] - item["price"]
     method = _payment_method(state, order["user_id"], payment_method_id)
-    if method["source"] == "gift_card" and method["balance"] < difference:
-        raise ToolError("the gift card balance does not cover the price difference")
+    _gift_card_covers(
+        method, difference, "Insufficient gift card balance to pay for the new item"
+    )
     order["payment_history"].append(
         {
             "transaction_type": "payment" if difference > 0 else "refund",
-            "amount": abs(difference),
+            "amount": float(abs(difference)),
             "payment_method_id": payment_method_id,
         }
     )
     if method["source"] == "gift_card":
         method["balance"] = round(method["balance"] - difference, 2)
-    for position, variant in zip(positions, variants, strict=True):
-        item = order["items"][position]
+    for item_id, variant in zip(item_ids, variants, strict=True):
+        item = _first_item(order, item_id)
         item["item_id"] = variant["item_id"]
         item["price"] = variant["price"]
         item["options"] = dict(variant["options"])
@@ -286,18 +281,21 @@ def modify_pending_order_payment(
     """Pay a pending order with another method of its owner and refund the old one."""
     order = _order(state, order_id)
     if "pending" not in order["status"]:
-        raise ToolError(f"order {order_id} is '{order['status']}', not pending")
+        raise ToolError("Non-pending order cannot be modified")
     method = _payment_method(state, order["user_id"], payment_method_id)
     history = order["payment_history"]
     if len(history) != 1 or history[0]["transaction_type"] != "payment":
-        raise ToolError("only an order with exactly one payment can change its method")
+        raise ToolError("There should be exactly one payment for a pending order")
     old_id = history[0]["payment_method_id"]
     if old_id == payment_method_id:
-        raise ToolError("the order is already paid with this payment method")
-    old_method = _payment_method(state, order["user_id"], old_id)
+        raise ToolError(
+            "The new payment method should be different from the current one"
+        )
     amount = history[0]["amount"]
-    if method["source"] == "gift_card" and method["balance"] < amount:
-        raise ToolError("the gift card balance does not cover the order total")
+    _gift_card_covers(
+        method, amount, "Insufficient gift card balance to pay for the order"
+    )
+    old_method = _payment_method(state, order["user_id"], old_id)
     history.append(
         {
             "transaction_type": "payment",
@@ -338,16 +336,12 @@ def return_delivered_order_items(
     """Request a return; the refund goes to the original method or a gift card."""
     order = _order(state, order_id)
     if order["status"] != "delivered":
-        raise ToolError(f"order {order_id} is '{order['status']}', not 'delivered'")
+        raise ToolError("Non-delivered order cannot be returned")
     method = _payment_method(state, order["user_id"], payment_method_id)
-    history = order["payment_history"]
-    original = history[0]["payment_method_id"] if history else None
+    original = order["payment_history"][0]["payment_method_id"]
     if method["source"] != "gift_card" and payment_method_id != original:
-        raise ToolError(
-            "the refund must go to the original payment method of the order "
-            "or to a gift card"
-        )
-    _item_positions(order, item_ids)
+        raise ToolError("Payment method should be the original payment method")
+    _check_counts(order, item_ids, "Some item not found")
     order["status"] = "return requested"
     order["return_items"] = sorted(item_ids)
     order["return_payment_method_id"] = payment_method_id

@@ -149,6 +149,18 @@ def new_world() -> State:
     return {"products": {}, "users": {}, "orders": {}}
 
 
+# tau2's optional order fields, None until a cancellation, exchange or return.
+ORDER_REQUEST_FIELDS = (
+    "cancel_reason",
+    "exchange_items",
+    "exchange_new_items",
+    "exchange_payment_method_id",
+    "exchange_price_difference",
+    "return_items",
+    "return_payment_method_id",
+)
+
+
 def used_ids(state: State) -> set[str]:
     """Every id already in the world (products, variants, users, methods, orders)."""
     ids = set(state["products"]) | set(state["users"]) | set(state["orders"])
@@ -313,6 +325,7 @@ def add_order(
                 "payment_method_id": payment_method_id,
             }
         ],
+        **dict.fromkeys(ORDER_REQUEST_FIELDS),
     }
     state["users"][user_id]["orders"].append(order_id)
     return order_id

@@ -41,9 +41,11 @@ def _tool_message(call_id: str, name: str, content: str) -> dict[str, Any]:
 
 
 def _error_message(call_id: str, name: str, problem: str) -> dict[str, Any]:
-    return _tool_message(
+    """A refused call's tool message, flagged `error` as tau2's ToolMessage is."""
+    message = _tool_message(
         clip(call_id, 64), clip(name, 64), clip(f"Error: {problem}", MAX_ERROR_CHARS)
     )
+    return {**message, "error": True}
 
 
 def run_call(

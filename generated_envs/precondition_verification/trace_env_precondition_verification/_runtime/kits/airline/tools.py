@@ -1,11 +1,16 @@
 """Tool implementations of the Airline (tau2-bench) kit, named and typed as tau2-bench airline domain (sierra-research/tau2-bench).
 
-Every tool checks its preconditions before it touches the state, so a call
-that fails with `ToolError` never changes it.
+Each tool does what tau2-bench's own airline tool does, with its error
+messages, result fields and new ids: tests/test_tau2_differential.py runs the
+same calls through both. Like tau2, the tools check data (ids, seats, balances,
+totals) but not policy (who may cancel, cabin and passenger limits): that is
+the agent's job, stated in the policy. Every tool checks before it touches the
+state, so a call that fails with `ToolError` never changes it.
 """
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Callable
 from typing import Any
 
@@ -18,11 +23,10 @@ from ..calculator import calculate
 # date lists seats left and the price of each cabin.
 
 NOW = "2024-05-15T15:00:00"
-CABINS = ("basic_economy", "economy", "business")
 BAG_FEE = 50
 INSURANCE_FEE = 30
-MAX_PASSENGERS = 5
-PAYMENT_LIMITS = {"certificate": 1, "credit_card": 1, "gift_card": 3}
+RESERVATION_IDS = ("HATHAT", "HATHAU", "HATHAV")
+CERTIFICATE_IDS = ("certificate_3221322", "certificate_3221323", "certificate_3221324")
 AIRPORTS: list[dict[str, str]] = [
     {"iata": "SFO", "city": "San Francisco"},
     {"iata": "JFK", "city": "New York"},
@@ -45,203 +49,81 @@ AIRPORTS: list[dict[str, str]] = [
     {"iata": "PHL", "city": "Philadelphia"},
     {"iata": "LGA", "city": "LaGuardia"},
 ]
-_MONTH_DAYS = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
-_ID_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-
-
-def _days_in_month(year: int, month: int) -> int:
-    leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
-    return 29 if month == 2 and leap else _MONTH_DAYS[month - 1]
-
-
-def _check_date(date: str, what: str = "date") -> None:
-    """Raise ToolError unless `date` is a real calendar date 'YYYY-MM-DD'."""
-    parts = date.split("-")
-    shaped = [len(part) for part in parts] == [4, 2, 2] and all(
-        part.isascii() and part.isdigit() for part in parts
-    )
-    if shaped:
-        year, month, day = (int(part) for part in parts)
-        if 1 <= month <= 12 and 1 <= day <= _days_in_month(year, month):
-            return
-    raise ToolError(f"{what} '{date}' is not a valid date in the format YYYY-MM-DD")
-
-
-def _next_day(date: str) -> str:
-    year, month, day = (int(part) for part in date.split("-"))
-    if day < _days_in_month(year, month):
-        return f"{year:04d}-{month:02d}-{day + 1:02d}"
-    if month < 12:
-        return f"{year:04d}-{month + 1:02d}-01"
-    return f"{year + 1:04d}-01-01"
 
 
 def _user(state: State, user_id: str) -> dict[str, Any]:
     user = state["users"].get(user_id)
     if user is None:
-        raise ToolError(f"user '{user_id}' not found")
+        raise ToolError(f"User {user_id} not found")
     return user
 
 
 def _reservation(state: State, reservation_id: str) -> dict[str, Any]:
     reservation = state["reservations"].get(reservation_id)
     if reservation is None:
-        raise ToolError(f"reservation '{reservation_id}' not found")
-    return reservation
-
-
-def _active_reservation(state: State, reservation_id: str) -> dict[str, Any]:
-    reservation = _reservation(state, reservation_id)
-    if reservation.get("status") == "cancelled":
-        raise ToolError(f"reservation '{reservation_id}' is cancelled")
+        raise ToolError(f"Reservation {reservation_id} not found")
     return reservation
 
 
 def _flight(state: State, flight_number: str) -> dict[str, Any]:
     flight = state["flights"].get(flight_number)
     if flight is None:
-        raise ToolError(f"flight '{flight_number}' not found")
+        raise ToolError(f"Flight {flight_number} not found")
     return flight
 
 
-def _bookable(
+def _flight_date(state: State, flight_number: str, date: str) -> dict[str, Any]:
+    day = _flight(state, flight_number)["dates"].get(date)
+    if day is None:
+        raise ToolError(f"Flight {flight_number} not found on date {date}")
+    return day
+
+
+def _segment(
     state: State, flight_number: str, date: str, cabin: str, seats: int
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The flight and its date record, if `seats` seats of `cabin` can be sold."""
-    _check_date(date)
+    """A new reservation segment and its date record, if `seats` seats can be sold."""
     flight = _flight(state, flight_number)
-    day = flight["dates"].get(date)
-    if day is None:
-        raise ToolError(f"flight '{flight_number}' does not fly on {date}")
+    day = _flight_date(state, flight_number, date)
     if day["status"] != "available":
-        raise ToolError(
-            f"flight '{flight_number}' on {date} is {day['status']}, not available"
-        )
+        raise ToolError(f"Flight {flight_number} not available on date {date}")
     if day["available_seats"][cabin] < seats:
-        raise ToolError(
-            f"not enough {cabin} seats on flight '{flight_number}' on {date}"
-        )
-    return flight, day
+        raise ToolError(f"Not enough seats on flight {flight_number}")
+    segment = {
+        "flight_number": flight_number,
+        "origin": flight["origin"],
+        "destination": flight["destination"],
+        "date": date,
+        "price": day["prices"][cabin],
+    }
+    return segment, day
 
 
-def _check_route(
-    segments: list[dict[str, Any]], origin: str, destination: str, flight_type: str
+def _charge_for_update(
+    user: dict[str, Any], reservation: dict[str, Any], payment_id: str, amount: int
 ) -> None:
-    """Segments must chain from `origin` and reach `destination` (and back)."""
-    if origin == destination:
-        raise ToolError("origin and destination must differ")
-    if segments[0]["origin"] != origin:
-        raise ToolError(f"the first flight does not leave from {origin}")
-    for index in range(1, len(segments)):
-        before, after = segments[index - 1], segments[index]
-        if before["destination"] != after["origin"]:
-            raise ToolError(
-                f"flight '{after['flight_number']}' does not leave from "
-                f"{before['destination']}, where the previous flight lands"
-            )
-    if flight_type == "one_way" and segments[-1]["destination"] != destination:
-        raise ToolError(f"a one-way trip must end at {destination}")
-    if flight_type == "round_trip":
-        if segments[-1]["destination"] != origin:
-            raise ToolError(f"a round trip must return to {origin}")
-        if all(segment["destination"] != destination for segment in segments):
-            raise ToolError(f"the round trip never reaches {destination}")
-
-
-def _check_passengers(passengers: list[dict[str, Any]]) -> None:
-    if not 1 <= len(passengers) <= MAX_PASSENGERS:
-        raise ToolError(f"a reservation has 1 to {MAX_PASSENGERS} passengers")
-    for index, passenger in enumerate(passengers):
-        if not passenger["first_name"].strip() or not passenger["last_name"].strip():
-            raise ToolError(f"passenger {index + 1} needs a first and a last name")
-        _check_date(passenger["dob"], f"passenger {index + 1} dob")
-
-
-def _plan_segments(
-    state: State,
-    flights: list[dict[str, Any]],
-    cabin: str,
-    seats: int,
-    kept: list[dict[str, Any]] | None = None,
-) -> list[dict[str, Any]]:
-    """Reservation segments for `flights`; segments in `kept` keep their price."""
-    if not flights:
-        raise ToolError("at least one flight is needed")
-    segments, seen = [], set()
-    for item in flights:
-        key = (item["flight_number"], item["date"])
-        if key in seen:
-            raise ToolError(f"flight '{key[0]}' on {key[1]} is listed twice")
-        seen.add(key)
-        old = next(
-            (
-                segment
-                for segment in kept or []
-                if (segment["flight_number"], segment["date"]) == key
-            ),
-            None,
-        )
-        if old is not None:
-            segments.append(dict(old))
-            continue
-        flight, day = _bookable(state, key[0], key[1], cabin, seats)
-        segments.append(
-            {
-                "origin": flight["origin"],
-                "destination": flight["destination"],
-                "flight_number": key[0],
-                "date": key[1],
-                "price": day["prices"][cabin],
-            }
-        )
-    return segments
-
-
-def _move_seats(
-    state: State, segments: list[dict[str, Any]], cabin: str, change: int
-) -> None:
-    """Take (change < 0) or give back seats on the dates still open for booking."""
-    for segment in segments:
-        flight = state["flights"].get(segment["flight_number"])
-        day = flight["dates"].get(segment["date"]) if flight else None
-        if day is not None and day["status"] == "available":
-            day["available_seats"][cabin] += change
-
-
-def _update_charge(user: dict[str, Any], payment_id: str, amount: int) -> None:
-    """Check that `payment_id` can pay (or take back) `amount` for a change."""
+    """Pay (amount > 0) or refund (amount < 0) a change with a card from the profile."""
     method = user["payment_methods"].get(payment_id)
     if method is None:
-        raise ToolError(f"payment method '{payment_id}' is not in the user's profile")
+        raise ToolError("Payment method not found")
     if method["source"] == "certificate":
-        raise ToolError("a certificate cannot pay for a change to a reservation")
-    if method["source"] == "gift_card" and method["amount"] < amount:
-        raise ToolError(f"gift card '{payment_id}' balance is not enough")
-
-
-def _apply_charge(
-    user: dict[str, Any],
-    reservation: dict[str, Any],
-    payment_id: str,
-    amount: int,
-) -> None:
-    if amount == 0:
-        return
-    method = user["payment_methods"][payment_id]
+        raise ToolError("Certificate cannot be used to update reservation")
     if method["source"] == "gift_card":
-        method["amount"] = round(method["amount"] - amount, 2)
-    reservation["payment_history"].append({"payment_id": payment_id, "amount": amount})
+        if method["amount"] < amount:
+            raise ToolError("Gift card balance is not enough")
+        method["amount"] -= amount
+    if amount != 0:
+        reservation["payment_history"].append(
+            {"payment_id": payment_id, "amount": amount}
+        )
 
 
-def _new_reservation_id(state: State) -> str:
-    """A six-character id derived from the number of reservations, unused so far."""
-    counter = len(state["reservations"])
-    while True:
-        number = (counter * 2654435761 + 40591) % 36**6
-        code = "".join(_ID_CHARS[number // 36**place % 36] for place in range(6))
-        if code not in state["reservations"]:
-            return code
-        counter += 1
+def _new_id(taken: Any, candidates: tuple[str, ...], problem: str) -> str:
+    """The first candidate id not taken yet (tau2 allows three new ids per task)."""
+    for candidate in candidates:
+        if candidate not in taken:
+            return candidate
+    raise ToolError(problem)
 
 
 def book_reservation(
@@ -259,46 +141,45 @@ def book_reservation(
     insurance: str,
 ) -> dict[str, Any]:
     user = _user(state, user_id)
-    _check_passengers(passengers)
-    segments = _plan_segments(state, flights, cabin, len(passengers))
-    _check_route(segments, origin, destination, flight_type)
-    if not 0 <= nonfree_baggages <= total_baggages:
-        raise ToolError("bags must satisfy 0 <= nonfree_baggages <= total_baggages")
-    fares = sum(segment["price"] for segment in segments) * len(passengers)
-    insured = INSURANCE_FEE * len(passengers) if insurance == "yes" else 0
-    total = fares + insured + BAG_FEE * nonfree_baggages
-    if not payment_methods:
-        raise ToolError("at least one payment method is needed")
-    used: dict[str, int] = {}
+    reservation_id = _new_id(
+        state["reservations"], RESERVATION_IDS, "Too many reservations"
+    )
+    segments, days = [], []
+    for item in flights:
+        segment, day = _segment(
+            state, item["flight_number"], item["date"], cabin, len(passengers)
+        )
+        segments.append(segment)
+        days.append(day)
+    total = sum(segment["price"] for segment in segments) * len(passengers)
+    total += INSURANCE_FEE * len(passengers) if insurance == "yes" else 0
+    total += BAG_FEE * nonfree_baggages
+    listed: set[str] = set()
     for payment in payment_methods:
         payment_id, amount = payment["payment_id"], payment["amount"]
         method = user["payment_methods"].get(payment_id)
         if method is None:
-            raise ToolError(
-                f"payment method '{payment_id}' is not in the user's profile"
-            )
-        if payment_id in used:
-            raise ToolError(f"payment method '{payment_id}' is listed twice")
-        if amount <= 0:
-            raise ToolError("every payment amount must be positive")
+            raise ToolError(f"Payment method {payment_id} not found")
+        # tau2 checks each entry alone, so a repeated gift card could go negative
+        # and a repeated certificate crashes it half-way: refused here instead.
+        if payment_id in listed:
+            raise ToolError(f"Payment method {payment_id} is listed twice")
+        listed.add(payment_id)
         if method["source"] != "credit_card" and method["amount"] < amount:
-            raise ToolError(f"not enough balance on '{payment_id}'")
-        used[payment_id] = amount
-        kind = method["source"]
-        count = sum(user["payment_methods"][other]["source"] == kind for other in used)
-        if count > PAYMENT_LIMITS[kind]:
-            raise ToolError(f"at most {PAYMENT_LIMITS[kind]} {kind} per booking")
-    paid = sum(used.values())
+            raise ToolError(f"Not enough balance in payment method {payment_id}")
+    paid = sum(payment["amount"] for payment in payment_methods)
     if paid != total:
-        raise ToolError(f"payments add up to {paid}, but the total price is {total}")
-    reservation_id = _new_reservation_id(state)
-    for payment_id, amount in used.items():
-        method = user["payment_methods"][payment_id]
+        raise ToolError(
+            f"Payment amount does not add up, total price is {total}, but paid {paid}"
+        )
+    for payment in payment_methods:
+        method = user["payment_methods"][payment["payment_id"]]
         if method["source"] == "gift_card":
-            method["amount"] = round(method["amount"] - amount, 2)
+            method["amount"] -= payment["amount"]
         elif method["source"] == "certificate":
-            del user["payment_methods"][payment_id]
-    _move_seats(state, segments, cabin, -len(passengers))
+            del user["payment_methods"][payment["payment_id"]]
+    for day in days:
+        day["available_seats"][cabin] -= len(passengers)
     reservation = {
         "reservation_id": reservation_id,
         "user_id": user_id,
@@ -307,35 +188,38 @@ def book_reservation(
         "flight_type": flight_type,
         "cabin": cabin,
         "flights": segments,
-        "passengers": [dict(passenger) for passenger in passengers],
+        "passengers": [_passenger(passenger) for passenger in passengers],
         "payment_history": [
-            {"payment_id": payment_id, "amount": amount}
-            for payment_id, amount in used.items()
+            {"payment_id": payment["payment_id"], "amount": payment["amount"]}
+            for payment in payment_methods
         ],
         "created_at": NOW,
         "total_baggages": total_baggages,
         "nonfree_baggages": nonfree_baggages,
         "insurance": insurance,
+        "status": None,
     }
     state["reservations"][reservation_id] = reservation
     user["reservations"].append(reservation_id)
     return reservation
 
 
+def _passenger(passenger: dict[str, Any]) -> dict[str, Any]:
+    """A passenger record with tau2's fields only, in its order."""
+    return {key: passenger[key] for key in ("first_name", "last_name", "dob")}
+
+
 def cancel_reservation(state: State, reservation_id: str) -> dict[str, Any]:
-    reservation = _active_reservation(state, reservation_id)
-    refunds = [
-        {"payment_id": payment["payment_id"], "amount": -payment["amount"]}
-        for payment in reservation["payment_history"]
-    ]
-    reservation["payment_history"].extend(refunds)
-    reservation["status"] = "cancelled"
-    _move_seats(
-        state,
-        reservation["flights"],
-        reservation["cabin"],
-        len(reservation["passengers"]),
+    # As in tau2, seats are not released and the cancellation rules are the
+    # agent's to check (see the policy).
+    reservation = _reservation(state, reservation_id)
+    reservation["payment_history"].extend(
+        [
+            {"payment_id": payment["payment_id"], "amount": -payment["amount"]}
+            for payment in reservation["payment_history"]
+        ]
     )
+    reservation["status"] = "cancelled"
     return reservation
 
 
@@ -353,20 +237,23 @@ def list_all_airports(state: State) -> list[dict[str, str]]:
 
 def _direct(
     state: State,
-    origin: str,
-    destination: str | None,
     date: str,
-    leave_after: str = "",
+    origin: str | None,
+    destination: str | None,
+    leave_after: str | None = None,
 ) -> list[dict[str, Any]]:
     found = []
     for flight in state["flights"].values():
         day = flight["dates"].get(date)
         if (
-            flight["origin"] != origin
+            origin not in (None, flight["origin"])
             or destination not in (None, flight["destination"])
             or day is None
             or day["status"] != "available"
-            or flight["scheduled_departure_time_est"] < leave_after
+            or (
+                leave_after is not None
+                and flight["scheduled_departure_time_est"] < leave_after
+            )
         ):
             continue
         found.append(
@@ -377,7 +264,7 @@ def _direct(
                 "status": "available",
                 "scheduled_departure_time_est": flight["scheduled_departure_time_est"],
                 "scheduled_arrival_time_est": flight["scheduled_arrival_time_est"],
-                "date": date,
+                "date": None,
                 "available_seats": dict(day["available_seats"]),
                 "prices": dict(day["prices"]),
             }
@@ -388,43 +275,47 @@ def _direct(
 def search_direct_flight(
     state: State, origin: str, destination: str, date: str
 ) -> list[dict[str, Any]]:
-    _check_date(date)
-    return _direct(state, origin, destination, date)
+    return _direct(state, date, origin, destination)
+
+
+def _next_day(date: str) -> str:
+    """The calendar day after `date` ('YYYY-MM-DD'), or '' when `date` is no date."""
+    try:
+        return (
+            datetime.date.fromisoformat(date) + datetime.timedelta(days=1)
+        ).isoformat()
+    except ValueError:
+        return ""
 
 
 def search_onestop_flight(
     state: State, origin: str, destination: str, date: str
 ) -> list[list[dict[str, Any]]]:
-    _check_date(date)
     pairs = []
-    for first in _direct(state, origin, None, date):
-        if first["destination"] == destination:
-            continue
+    for first in _direct(state, date, origin, None):
+        first["date"] = date
         arrival = first["scheduled_arrival_time_est"]
-        second_date = date
-        if arrival.endswith("+1"):
-            arrival, second_date = arrival[:-2], _next_day(date)
+        # tau2 writes f"2024-05-{day + 1}" here; the calendar's next day is used.
+        second_date = _next_day(date) if "+1" in arrival else date
         for second in _direct(
-            state, first["destination"], destination, second_date, arrival
+            state, second_date, first["destination"], destination, arrival
         ):
+            second["date"] = second_date
             pairs.append([first, second])
     return pairs
 
 
 def send_certificate(state: State, user_id: str, amount: int) -> str:
     user = _user(state, user_id)
-    if amount <= 0:
-        raise ToolError("the certificate amount must be positive")
-    number = 7000000 + len(user["payment_methods"])
-    while f"certificate_{number}" in user["payment_methods"]:
-        number += 1
-    certificate_id = f"certificate_{number}"
+    certificate_id = _new_id(
+        user["payment_methods"], CERTIFICATE_IDS, "Too many certificates"
+    )
     user["payment_methods"][certificate_id] = {
         "source": "certificate",
         "id": certificate_id,
         "amount": float(amount),
     }
-    return f"Certificate {certificate_id} of {amount} dollars added to {user_id}."
+    return f"Certificate {certificate_id} added to user {user_id} with amount {amount}."
 
 
 def transfer_to_human_agents(state: State, summary: str) -> str:
@@ -438,18 +329,10 @@ def update_reservation_baggages(
     nonfree_baggages: int,
     payment_id: str,
 ) -> dict[str, Any]:
-    reservation = _active_reservation(state, reservation_id)
+    reservation = _reservation(state, reservation_id)
     user = _user(state, reservation["user_id"])
-    if not 0 <= nonfree_baggages <= total_baggages:
-        raise ToolError("bags must satisfy 0 <= nonfree_baggages <= total_baggages")
-    if (
-        total_baggages < reservation["total_baggages"]
-        or nonfree_baggages < reservation["nonfree_baggages"]
-    ):
-        raise ToolError("checked bags can be added but not removed")
-    fee = BAG_FEE * (nonfree_baggages - reservation["nonfree_baggages"])
-    _update_charge(user, payment_id, fee)
-    _apply_charge(user, reservation, payment_id, fee)
+    fee = BAG_FEE * max(0, nonfree_baggages - reservation["nonfree_baggages"])
+    _charge_for_update(user, reservation, payment_id, fee)
     reservation["total_baggages"] = total_baggages
     reservation["nonfree_baggages"] = nonfree_baggages
     return reservation
@@ -462,23 +345,28 @@ def update_reservation_flights(
     flights: list[dict[str, Any]],
     payment_id: str,
 ) -> dict[str, Any]:
-    reservation = _active_reservation(state, reservation_id)
+    # As in tau2, seats are not moved: the flight database is updated later.
+    reservation = _reservation(state, reservation_id)
     user = _user(state, reservation["user_id"])
     seats = len(reservation["passengers"])
-    kept = reservation["flights"] if cabin == reservation["cabin"] else []
-    segments = _plan_segments(state, flights, cabin, seats, kept)
-    _check_route(
-        segments,
-        reservation["origin"],
-        reservation["destination"],
-        reservation["flight_type"],
-    )
-    old_total = sum(segment["price"] for segment in reservation["flights"]) * seats
-    difference = sum(segment["price"] for segment in segments) * seats - old_total
-    _update_charge(user, payment_id, difference)
-    _apply_charge(user, reservation, payment_id, difference)
-    _move_seats(state, reservation["flights"], reservation["cabin"], seats)
-    _move_seats(state, segments, cabin, -seats)
+    segments = []
+    for item in flights:
+        kept = next(
+            (
+                segment
+                for segment in reservation["flights"]
+                if (segment["flight_number"], segment["date"])
+                == (item["flight_number"], item["date"])
+                and cabin == reservation["cabin"]
+            ),
+            None,
+        )
+        if kept is None:
+            kept, _ = _segment(state, item["flight_number"], item["date"], cabin, seats)
+        segments.append(kept)
+    difference = sum(segment["price"] for segment in segments) * seats
+    difference -= sum(segment["price"] for segment in reservation["flights"]) * seats
+    _charge_for_update(user, reservation, payment_id, difference)
     reservation["flights"] = segments
     reservation["cabin"] = cabin
     return reservation
@@ -487,20 +375,15 @@ def update_reservation_flights(
 def update_reservation_passengers(
     state: State, reservation_id: str, passengers: list[dict[str, Any]]
 ) -> dict[str, Any]:
-    reservation = _active_reservation(state, reservation_id)
-    _check_passengers(passengers)
+    reservation = _reservation(state, reservation_id)
     if len(passengers) != len(reservation["passengers"]):
-        raise ToolError("the number of passengers cannot change")
-    reservation["passengers"] = [dict(passenger) for passenger in passengers]
+        raise ToolError("Number of passengers does not match")
+    reservation["passengers"] = [_passenger(passenger) for passenger in passengers]
     return reservation
 
 
 def get_flight_status(state: State, flight_number: str, date: str) -> str:
-    _check_date(date)
-    day = _flight(state, flight_number)["dates"].get(date)
-    if day is None:
-        raise ToolError(f"flight '{flight_number}' does not fly on {date}")
-    return day["status"]
+    return _flight_date(state, flight_number, date)["status"]
 
 
 IMPLEMENTATIONS: dict[str, Callable[..., Any]] = {
