@@ -7,7 +7,10 @@ that a failing call leaves the state unchanged), with its share of a tool-call s
 formatting and full validation) for every example spec. Targets on 2 cores: a
 tool-call step under 50 us; generate + validate under 20 s per capability.
 
-    python benchmarks/env_speed.py [--repeats 2000] [--skip-generate]
+    python benchmarks/env_speed.py [--repeats 2000] [--skip-generate] [--difficulty max]
+
+`--difficulty max` sets every knob to its maximum: target-sized worlds (for
+structured-data reasoning, as many flights per route as tau2's airline has).
 """
 
 from __future__ import annotations
@@ -40,12 +43,16 @@ def median_us(
     return statistics.median(samples) / 1000
 
 
-def bench_package(package_dir: Path, repeats: int) -> dict[str, float]:
+def bench_package(
+    package_dir: Path, repeats: int, hardest: bool = False
+) -> dict[str, float]:
     spec = json.loads((package_dir / "capability.json").read_text())
     sys.path.insert(0, str(package_dir))
     package = importlib.import_module(f"trace_env_{spec['name']}")
     runtime = importlib.import_module(f"trace_env_{spec['name']}._runtime")
-    env = getattr(package, [n for n in package.__all__ if n.endswith("Env")][0])()
+    env_class = getattr(package, [n for n in package.__all__ if n.endswith("Env")][0])
+    knobs = env_class.family.knobs
+    env = env_class(difficulty={k.name: k.maximum for k in knobs} if hardest else None)
     first_call = {}
 
     def reset(i: int) -> None:
@@ -86,6 +93,12 @@ def main() -> None:
     )
     parser.add_argument("--repeats", type=int, default=2000)
     parser.add_argument("--skip-generate", action="store_true")
+    parser.add_argument(
+        "--difficulty",
+        choices=("spec", "max"),
+        default="spec",
+        help="knobs as the package's spec sets them, or all at their maximum",
+    )
     arguments = parser.parse_args()
     header = (
         f"{'package':<30} {'step(tool) us':>14} {'step(final) us':>15} {'hash us':>9} "
@@ -97,7 +110,7 @@ def main() -> None:
         for p in (ROOT / "generated_envs").iterdir()
         if (p / "capability.json").is_file()
     ):
-        f = bench_package(package_dir, arguments.repeats)
+        f = bench_package(package_dir, arguments.repeats, arguments.difficulty == "max")
         print(
             f"{package_dir.name:<30} {f['step_tool_call_us']:>14.1f} {f['step_final_answer_us']:>15.1f} "
             f"{f['state_hash_us']:>9.1f} {f['reset_us']:>9.1f} {f['state_copy_us']:>8.1f} "

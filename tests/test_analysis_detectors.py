@@ -190,7 +190,16 @@ def test_structured_data_numbers_and_facts() -> None:
     silent = trajectory(
         right, expected_actions=expected, metadata={"required_facts": ["450"]}
     )
-    assert label("structured_data_reasoning", silent) is Label.LACKING
+    # Saying nothing is not reasoning wrong: the deficit is a wrong number told.
+    assert label("structured_data_reasoning", silent) is Label.PRESENT
+    misread = trajectory(
+        right + [{"role": "assistant", "content": "Total: $405."}],
+        True,
+        expected_actions=expected,
+        metadata={"required_facts": ["450"]},
+    )
+    judgement = archetypes()["structured_data_reasoning"].detector(misread)
+    assert judgement.label is Label.LACKING and "405" in judgement.reason
     told = trajectory(
         right + [{"role": "assistant", "content": "Total: $450."}],
         True,

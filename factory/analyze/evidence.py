@@ -33,6 +33,7 @@ RELATIVE_TIME = re.compile(
 )
 DATE_KEY = re.compile(r"date|time|timestamp|when|day", re.IGNORECASE)
 GROUNDED_KEY = re.compile(r"(_id|_ids|^id$|number|email|phone|zip)$", re.IGNORECASE)
+Diff = tuple[str, Any, Any]  # (argument path, expected value, actual value)
 
 
 def is_number(value: Any) -> bool:
@@ -80,28 +81,59 @@ def expected_writes(trajectory: Trajectory) -> list[ExpectedAction] | None:
     return [a for a in trajectory.expected_actions if is_write_tool(a.name)]
 
 
-def closest_attempts(
+def align(
     trajectory: Trajectory, dates: bool = True
-) -> Iterator[tuple[ExpectedAction, list[tuple[str, Any, Any]]]]:
-    """Each expected write the agent attempted, with the diff of its closest attempt.
+) -> tuple[list[tuple[ExpectedAction, Step | None, list[Diff]]], list[Step]]:
+    """Pair each expected write with at most one attempt of the same tool, one to one.
 
-    With `dates=False`, date and time arguments are left out when the user spoke
-    of a relative date: those belong to the date-time detector.
+    Pairs are taken closest first (fewest differing arguments, then nearest in
+    order), so a repeated tool (two returns, two cancellations) is matched to
+    the right call. Returns (expected, attempt or None, diffs) in reference
+    order, and the writes matched to nothing. With `dates=False`, date and time
+    arguments are left out when the user spoke of a relative date: those belong
+    to the date-time detector.
     """
     skip_dates = not dates and bool(RELATIVE_TIME.search(trajectory.user_text()))
     writes = [s for s in trajectory.steps if s.writes]
-    for expected in expected_writes(trajectory) or []:
-        attempts = [s for s in writes if s.name == expected.name]
-        if attempts:
-            diffs = [
-                [
+    expected = expected_writes(trajectory) or []
+    candidates = []
+    for i, action in enumerate(expected):
+        for j, step in enumerate(writes):
+            if step.name == action.name:
+                diffs = [
                     d
-                    for d in differences(expected.arguments, s.arguments)
+                    for d in differences(action.arguments, step.arguments)
                     if not (skip_dates and DATE_KEY.search(d[0]))
                 ]
-                for s in attempts
-            ]
-            yield expected, min(diffs, key=len)
+                candidates.append((len(diffs), abs(i - j), i, j, diffs))
+    paired: dict[int, tuple[int, list[Diff]]] = {}
+    used: set[int] = set()
+    for _, _, i, j, diffs in sorted(candidates, key=lambda c: c[:4]):
+        if i not in paired and j not in used:
+            paired[i] = (j, diffs)
+            used.add(j)
+    aligned = [
+        (action, writes[paired[i][0]], paired[i][1])
+        if i in paired
+        else (action, None, [])
+        for i, action in enumerate(expected)
+    ]
+    return aligned, [step for j, step in enumerate(writes) if j not in used]
+
+
+def closest_attempts(
+    trajectory: Trajectory, dates: bool = True
+) -> Iterator[tuple[ExpectedAction, list[Diff]]]:
+    """Each expected write the agent attempted, with the diff of its aligned attempt."""
+    for action, attempt, diffs in align(trajectory, dates)[0]:
+        if attempt is not None:
+            yield action, diffs
+
+
+def numeric_difference(path: str, expected: Any, actual: Any) -> bool:
+    """Both values are amounts or counts (not digit-string ids such as item ids)."""
+    key = path.rsplit(".", 1)[-1].split("[", 1)[0]
+    return is_number(expected) and is_number(actual) and not GROUNDED_KEY.search(key)
 
 
 def told_user(trajectory: Trajectory) -> str:

@@ -21,7 +21,7 @@ communicate_info. Then one deficit at a time is injected:
 
 Each run is scored by tau2's own evaluator (DB, actions, communicate; no LLM).
 A deficit run that still passes is dropped (it shows no deficit). Writes
-`<domain>.json` (a tau2 `Results`) and `<domain>.truth.json` (`factory analyze
+`<domain>.json.gz` (a tau2 `Results`, gzipped) and `<domain>.truth.json` (`factory analyze
 --truth` labels) per domain.
 """
 
@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import argparse
 import copy
+import functools
+import gzip
 import json
 import os
 import random
@@ -68,6 +70,7 @@ DEFICITS = (
     "structured_data_reasoning",
     "multi_step_task_completion",
 )
+TIMESTAMP = "2026-01-01T00:00:00"  # fixed, so the same seed writes the same files
 NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 USER_ID = re.compile(r"\b[a-z]+_[a-z]+_\d{4}\b")
 Action = dict[str, Any]
@@ -96,8 +99,14 @@ class Run:
         self.messages.append(UserMessage(role="user", content="Thank you. ###STOP###"))
 
 
-def is_write(env: Any, name: str) -> bool:
-    return env.tools.has_tool(name) and env.tools.tool_type(name) == ToolType.WRITE
+@functools.cache
+def _tools(domain: str) -> Any:
+    return registry.get_env_constructor(domain)().tools
+
+
+def is_write(domain: str, name: str) -> bool:
+    tools = _tools(domain)
+    return tools.has_tool(name) and tools.tool_type(name) == ToolType.WRITE
 
 
 def reads_before(domain: str, action: Action) -> list[Action]:
@@ -270,8 +279,7 @@ def plan(
         if a.requestor == "assistant"
     ]
     facts = [str(fact) for fact in criteria.communicate_info or []]
-    env = registry.get_env_constructor(domain)()
-    writes = [i for i, a in enumerate(actions) if is_write(env, a["name"])]
+    writes = [i for i, a in enumerate(actions) if is_write(domain, a["name"])]
     if kind == "gold":
         return actions, facts
     if kind == "noise":
@@ -314,7 +322,7 @@ def play(
     run = Run(domain, task)
     done: set[str] = set()
     for action in actions:
-        if careful and is_write(run.env, action["name"]):
+        if careful and is_write(domain, action["name"]):
             for read in reads_before(domain, action):
                 key = json.dumps(read, sort_keys=True)
                 if key not in done:
@@ -337,11 +345,14 @@ def build(domain: str, limit: int | None, seed: int) -> tuple[Results, dict]:
             if planned is None:
                 continue
             messages = play(domain, task, *planned, careful=rng.random() < 0.5)
+            for message in messages:
+                message.timestamp = TIMESTAMP
             simulation = SimulationRun(
                 id=f"{domain}-{task.id}-{kind}",
+                timestamp=TIMESTAMP,
                 task_id=task.id,
-                start_time="2026-01-01T00:00:00",
-                end_time="2026-01-01T00:01:00",
+                start_time=TIMESTAMP,
+                end_time=TIMESTAMP,
                 duration=60.0,
                 termination_reason=TerminationReason.USER_STOP,
                 messages=messages,
@@ -373,7 +384,10 @@ def build(domain: str, limit: int | None, seed: int) -> tuple[Results, dict]:
         environment_info=EnvironmentInfo(domain_name=domain, policy=env.get_policy()),
         seed=seed,
     )
-    return Results(info=info, tasks=tasks, simulations=simulations), {"labels": labels}
+    results = Results(
+        timestamp=TIMESTAMP, info=info, tasks=tasks, simulations=simulations
+    )
+    return results, {"labels": labels}
 
 
 def main() -> None:
@@ -386,11 +400,13 @@ def main() -> None:
     arguments.output.mkdir(parents=True, exist_ok=True)
     for domain in arguments.domains:
         results, truth = build(domain, arguments.tasks, arguments.seed)
-        (arguments.output / f"{domain}.json").write_text(
-            results.model_dump_json(), encoding="utf-8"
-        )
+        # mtime 0: the same seed gives byte-identical files
+        with gzip.GzipFile(
+            arguments.output / f"{domain}.json.gz", "wb", mtime=0
+        ) as out:
+            out.write(results.model_dump_json().encode("utf-8"))
         (arguments.output / f"{domain}.truth.json").write_text(
-            json.dumps(truth), encoding="utf-8"
+            json.dumps(truth, indent=1) + "\n", encoding="utf-8"
         )
         counts: dict[str, int] = {}
         for names in truth["labels"].values():

@@ -2,28 +2,36 @@
 
 from __future__ import annotations
 
-from collections import Counter
-
-from factory.analyze.evidence import NA, expected_writes
+from factory.analyze.evidence import NA, align
 from factory.analyze.labels import Judgement, Label
 from factory.analyze.records import Trajectory
 
 
 def detect(trajectory: Trajectory) -> Judgement:
-    """Several requested operations, some left undone when the episode ended."""
-    expected = expected_writes(trajectory)
-    if not expected or len(expected) < 2:
+    """Several requested operations, some never attempted: the agent stopped early.
+
+    An attempt the tool refused still counts as attempted (what went wrong in
+    it belongs to another capability). Operations left undone before the ones
+    attempted, with none of them done, are not this deficit: a setting or a
+    permission stopped the agent (another capability's failure).
+    """
+    aligned, _ = align(trajectory)
+    if len(aligned) < 2:
         return NA
-    done = Counter(s.name for s in trajectory.steps if s.writes and not s.error)
-    missing = Counter(a.name for a in expected) - done
-    completed = len(expected) - sum(missing.values())
-    if not missing:
-        return Judgement(
-            Label.PRESENT, f"all {len(expected)} requested operations done"
-        )
-    if completed == 0:
+    undone = [i for i, (_, attempt, _) in enumerate(aligned) if attempt is None]
+    attempted = [i for i, (_, attempt, _) in enumerate(aligned) if attempt is not None]
+    if not undone:
+        return Judgement(Label.PRESENT, f"all {len(aligned)} requested operations done")
+    if not attempted:
         return NA
+    stopped_early = min(undone) > max(attempted)
+    some_done = any(
+        attempt is not None and not attempt.error for _, attempt, _ in aligned
+    )
+    if not (stopped_early or some_done):
+        return NA
+    names = [aligned[i][0].name for i in undone]
     return Judgement(
         Label.LACKING,
-        f"did {completed} of {len(expected)} requested operations; undone: {sorted(missing)}",
+        f"did {len(attempted)} of {len(aligned)} requested operations; undone: {names}",
     )

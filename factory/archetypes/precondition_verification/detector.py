@@ -2,40 +2,35 @@
 
 from __future__ import annotations
 
-from collections import Counter
-
-from factory.analyze.evidence import NA, expected_writes
+from factory.analyze.evidence import NA, align
 from factory.analyze.labels import Judgement, Label
 from factory.analyze.records import Trajectory
 
 
 def detect(trajectory: Trajectory) -> Judgement:
-    """State-changing calls the policy may forbid: not read first, or not in the reference."""
+    """A state-changing call the policy forbids: one the reference does not make.
+
+    Writing without reading first is not the deficit (tau2's own references
+    do it); with no reference, a write on an entity never looked up is.
+    """
     writes = [s for s in trajectory.steps if s.writes]
-    expected = expected_writes(trajectory)
     if not writes:
         return NA
-    if expected is not None:
-        allowed = Counter(a.name for a in expected)
-        extra = Counter(s.name for s in writes if not s.error) - allowed
-        if extra:
+    if trajectory.expected_actions is not None:
+        _, extra = align(trajectory)
+        done = [step for step in extra if not step.error]
+        if done:
+            calls = ", ".join(f"{s.name}({_entity(s) or ''})" for s in done)
             return Judgement(
-                Label.LACKING,
-                f"ran {sorted(extra)} where the reference does not (policy forbids it)",
+                Label.LACKING, f"ran {calls}, which the reference does not (policy)"
             )
+        return Judgement(Label.PRESENT, "every state change is one the reference makes")
     for step in writes:
-        entity = next(
-            (
-                v
-                for k, v in step.arguments.items()
-                if k.endswith("_id") and isinstance(v, str)
-            ),
-            None,
-        )
+        entity = _entity(step)
         if entity is None:
             continue
-        # Read first: an earlier read took the entity as an argument, or looked it up
-        # (returned exactly its id, as find_user_id_by_email does).
+        # Looked up first: an earlier read took the entity as an argument, or
+        # returned exactly its id (as find_user_id_by_email does).
         read_first = any(
             not other.writes
             and (
@@ -47,6 +42,18 @@ def detect(trajectory: Trajectory) -> Judgement:
         )
         if not read_first:
             return Judgement(
-                Label.LACKING, f"{step.name}({entity}) without reading {entity} first"
+                Label.LACKING, f"{step.name}({entity}) without looking {entity} up"
             )
     return Judgement(Label.PRESENT, "every write was checked first")
+
+
+def _entity(step) -> str | None:
+    """The first id-like string argument of a call."""
+    return next(
+        (
+            v
+            for k, v in step.arguments.items()
+            if k.endswith("_id") and isinstance(v, str)
+        ),
+        None,
+    )

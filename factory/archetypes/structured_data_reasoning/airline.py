@@ -39,7 +39,7 @@ from factory.runtime.kits.airline.world import (
 
 TOOLKIT = airline.TOOLKIT
 KNOBS = (
-    Knob("options", 3, 2, 6, "candidate records to compare"),
+    Knob("options", 3, 2, 9, "candidate records to compare (tau2: up to 9)"),
     Knob("quantity", 1, 1, 3, "passengers or order items involved"),
 )
 

@@ -2,24 +2,28 @@
 
 from __future__ import annotations
 
+import re
+
 from factory.analyze.evidence import (
     NA,
-    actions_right,
     closest_attempts,
     is_number,
     leaves,
     normal,
+    numeric_difference,
     told_user,
 )
 from factory.analyze.labels import Judgement, Label
 from factory.analyze.records import Trajectory
 
+NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+
 
 def detect(trajectory: Trajectory) -> Judgement:
-    """Numbers read or computed from records: wrong amounts in writes, facts not stated."""
+    """Numbers read or computed from records: wrong amounts in writes, or told to the user."""
     compared = False
     for expected, diffs in closest_attempts(trajectory, dates=False):
-        numeric = [(p, e, a) for p, e, a in diffs if is_number(e) and is_number(a)]
+        numeric = [d for d in diffs if numeric_difference(*d)]
         if numeric:
             path, want, got = numeric[0]
             return Judgement(
@@ -27,13 +31,24 @@ def detect(trajectory: Trajectory) -> Judgement:
                 f"{expected.name}: {path} was {got}, the records give {want}",
             )
         compared = compared or any(is_number(v) for _, v in leaves(expected.arguments))
-    facts = [str(f) for f in trajectory.metadata.get("required_facts") or []]
-    if facts and actions_right(trajectory):
+    facts = [normal(str(f)) for f in trajectory.metadata.get("required_facts") or []]
+    numbers = [f for f in facts if NUMBER.fullmatch(f)]
+    if numbers:
         said = told_user(trajectory)
-        missing = [f for f in facts if normal(f) not in said]
-        if missing:
-            return Judgement(Label.LACKING, f"acted right but did not state {missing}")
-        return Judgement(Label.PRESENT, "stated every required fact")
+        missing = [f for f in numbers if not _states(said, f)]
+        stated = set(NUMBER.findall(said)) - set(numbers)
+        if missing and stated:
+            return Judgement(
+                Label.LACKING,
+                f"told the user {sorted(stated)[:3]} where the records give {missing}",
+            )
+        if not missing:
+            return Judgement(Label.PRESENT, "stated every number the records give")
     if compared:
         return Judgement(Label.PRESENT, "amounts match the records")
     return NA
+
+
+def _states(text: str, number: str) -> bool:
+    """`number` appears in `text` as a whole number, not inside a longer one."""
+    return re.search(rf"(?<![\d.]){re.escape(number)}(?![\d]|\.\d)", text) is not None

@@ -40,7 +40,7 @@ from factory.runtime.kits.retail.world import (
 
 TOOLKIT = retail.TOOLKIT
 KNOBS = (
-    Knob("options", 3, 2, 6, "candidate records to compare"),
+    Knob("options", 3, 2, 9, "candidate records to compare (tau2: up to 9)"),
     Knob("quantity", 1, 1, 3, "passengers or order items involved"),
 )
 

@@ -2,26 +2,21 @@
 
 from __future__ import annotations
 
-from factory.analyze.evidence import (
-    NA,
-    closest_attempts,
-    expected_writes,
-    grounding,
-    is_number,
-)
+from factory.analyze.evidence import NA, closest_attempts, grounding, numeric_difference
 from factory.analyze.labels import Judgement, Label
 from factory.analyze.records import Trajectory
 
 
 def detect(trajectory: Trajectory) -> Judgement:
-    """Right tool, wrong non-numeric argument (ids, items, payment methods)."""
-    expected = expected_writes(trajectory)
-    if expected is None:
+    """A write the reference also makes, with a wrong non-numeric argument (ids, items, methods)."""
+    if trajectory.expected_actions is None:
         return grounding(trajectory)
     compared = False
     for action, diffs in closest_attempts(trajectory, dates=False):
         compared = True
-        if diffs and not any(is_number(e) and is_number(a) for _, e, a in diffs):
+        # Wrong amounts (with or without the wrong record) are structured-data
+        # reasoning; here only ids, items, methods and other non-numeric values.
+        if diffs and not any(numeric_difference(*d) for d in diffs):
             path, want, got = diffs[0]
             return Judgement(
                 Label.LACKING, f"{action.name}: {path} was {got!r}, expected {want!r}"

@@ -49,7 +49,7 @@ from ._runtime.kits.airline.world import (
 
 TOOLKIT = airline.TOOLKIT
 KNOBS = (
-    Knob("options", 3, 2, 6, "candidate records to compare"),
+    Knob("options", 3, 2, 9, "candidate records to compare (tau2: up to 9)"),
     Knob("quantity", 1, 1, 3, "passengers or order items involved"),
 )
 
