@@ -198,6 +198,7 @@ def test_truth_scores_the_labelling_in_the_report(tmp_path, capsys) -> None:
     ("content", "message"),
     [
         (None, "no such file"),
+        ("folder", "a folder"),
         ("{", "not valid JSON"),
         ('{"labels": ["a"]}', "field 'labels'"),
         ('{"labels": {"sim-0": "tool_calling_precision"}}', "field 'labels.sim-0'"),
@@ -210,7 +211,9 @@ def test_bad_truth_files_exit_2(tmp_path, capsys, content, message) -> None:
     runs = tmp_path / "runs.json"
     runs.write_text(json.dumps(simulate(TAU2[:1], {}, 4, seed=1)))
     truth = tmp_path / "truth.json"
-    if content is not None:
+    if content == "folder":
+        truth.mkdir()
+    elif content is not None:
         truth.write_text(content)
     out = tmp_path / "o"
     arguments = ["analyze", str(runs), "--target", "airline", "--output", str(out)]

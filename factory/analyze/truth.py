@@ -38,6 +38,8 @@ class TruthFile(BaseModel):
 
 def load_truth(path: Path) -> dict[str, frozenset[str]]:
     """The run id -> lacking capabilities map of a truth file (FactoryError if bad)."""
+    if path.is_dir():
+        raise FactoryError(f"--truth {path}: a folder; give the labels JSON file")
     if not path.is_file():
         raise FactoryError(f"--truth {path}: no such file")
     if path.stat().st_size > MAX_TRUTH_BYTES:

@@ -36,7 +36,13 @@ from factory.runtime.kits.airline.world import (
 TOOLKIT = airline.TOOLKIT
 KNOBS = (
     Knob("operations", 2, 2, 4, "operations requested in one message"),
-    Knob("distractors", 1, 0, 3, "unrelated reservations or orders"),
+    Knob(
+        "distractors",
+        1,
+        0,
+        10,
+        "unrelated reservations or orders (tau2: up to 13 a user)",
+    ),
 )
 
 

@@ -49,7 +49,13 @@ from ._runtime.kits.retail.world import (
 TOOLKIT = retail.TOOLKIT
 KNOBS = (
     Knob("operations", 2, 2, 4, "operations requested in one message"),
-    Knob("distractors", 1, 0, 3, "unrelated reservations or orders"),
+    Knob(
+        "distractors",
+        1,
+        0,
+        7,
+        "unrelated reservations or orders (tau2: up to 9 a user)",
+    ),
 )
 
 
