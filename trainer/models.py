@@ -187,6 +187,7 @@ def with_lora(base: Any, config: TrainConfig) -> Any:
 
     Only the adapter trains; its weights are float32 even over bfloat16 base
     weights (peft's `autocast_adapter_dtype`), so optimizer steps keep full precision.
+    The decoder is gradient-checkpointed.
     """
     import torch
     from peft import LoraConfig, get_peft_model
@@ -210,6 +211,13 @@ def with_lora(base: Any, config: TrainConfig) -> Any:
         bias="none",
         task_type="CAUSAL_LM",
     )
+    if base.supports_gradient_checkpointing:
+        # Decoder layers keep only their inputs and recompute the rest in the
+        # backward pass: the update's memory no longer grows with layers x tokens
+        # x MLP width. It applies in train mode only, so sampling keeps its cache.
+        base.gradient_checkpointing_enable(
+            gradient_checkpointing_kwargs={"use_reentrant": False}
+        )
     torch.manual_seed(config.seed)  # LoRA A is drawn at random: --seed must fix it
     return get_peft_model(base, lora)
 
