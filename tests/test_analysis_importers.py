@@ -176,3 +176,18 @@ def test_records_keep_the_sources_ids(tau2_file, tmp_path) -> None:
         "scenario send_message_cellular_off",
         "scenario add_reminder_tomorrow",
     ]
+
+
+def test_long_source_ids_are_cited_clipped() -> None:
+    """Ids come from the user's files: a 5,000-character id is cited in 80 + a count."""
+    from factory.analyze.records import Trajectory
+
+    record = Trajectory(
+        task_id="t" * 5000,
+        messages=[],
+        reward=0.0,
+        success=False,
+        metadata={"simulation_id": "s" * 5000, "trial": 1},
+    )
+    assert record.run_id == "s" * 5000  # matching --truth uses the whole id
+    assert len(record.reference) < 250 and record.reference.endswith("trial 1")

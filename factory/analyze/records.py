@@ -15,7 +15,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from factory.runtime.schema import clip
+
 # Verbs of tools that change the target's state (tau2-bench, ToolSandbox and most APIs).
+REFERENCE_CHARS = 80  # ids come from the user's files: cited clipped
 WRITE_VERBS = (
     "book", "cancel", "update", "modify", "exchange", "return", "send", "add",
     "remove", "set", "delete", "create", "change", "edit", "insert", "post", "put",
@@ -63,15 +66,15 @@ class Trajectory(BaseModel):
         ToolSandbox's scenario, or a record's own `run_id`, after the task id."""
         metadata = self.metadata
         if metadata.get("scenario") is not None:
-            return f"scenario {metadata['scenario']}"
-        parts = [f"task {self.task_id}"]
+            return f"scenario {clip(metadata['scenario'], REFERENCE_CHARS)}"
+        parts = [f"task {clip(self.task_id, REFERENCE_CHARS)}"]
         for key, name in (
             ("simulation_id", "simulation"),
             ("run_id", "run"),
             ("trial", "trial"),
         ):
             if metadata.get(key) is not None:
-                parts.append(f"{name} {metadata[key]}")
+                parts.append(f"{name} {clip(metadata[key], REFERENCE_CHARS)}")
         return ", ".join(parts)
 
     @cached_property
