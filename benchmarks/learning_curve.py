@@ -28,6 +28,38 @@ def gemma_gguf() -> str:
     return str(assemble())
 
 
+def sft_control(run, config, cold_adapter: dict, metrics: list[dict]) -> None:
+    """Back to the cold-start adapter, then GRPO's number of optimizer steps on L_SFT.
+
+    The control arm of the paper's comparison: the same demonstrations as the
+    cold start, more epochs, until as many optimizer steps as GRPO applied.
+    """
+    import dataclasses
+    import math
+    import random
+
+    from peft import set_peft_model_state_dict
+
+    from trainer import cold_start
+    from trainer.models import mixed_precision
+
+    set_peft_model_state_dict(run.model, cold_adapter)
+    steps = int(sum(row.get("optimizer_steps", 0) for row in metrics))
+    if steps:
+        demos = cold_start.demonstrations(
+            run.handle, run.tokenizer, config.cold_start, config.tool_format
+        )
+        # One epoch over the demonstrations repeated: exactly `steps` minibatches.
+        rows = (demos * math.ceil(steps * config.minibatch_size / len(demos)))[
+            : steps * config.minibatch_size
+        ]
+        control = dataclasses.replace(config, cold_start_epochs=1)
+        pad = run.tokenizer.pad_token_id or run.tokenizer.eos_token_id
+        with mixed_precision(config.precision, run.model):
+            cold_start.run(run.model, rows, control, pad, random.Random(config.seed))
+    print(f"SFT control: {steps} supervised steps, as many as GRPO applied", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -62,10 +94,18 @@ def main() -> None:
         help="rollouts and evaluation (a 270M model samples junk from its 262k-token tail at 1.0)",
     )
     parser.add_argument(
+        "--control",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also spend GRPO's optimizer steps on supervised steps from the cold start",
+    )
+    parser.add_argument(
         "--lora-target-modules",
         default="q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj",
     )
     args = parser.parse_args()
+
+    from peft import get_peft_model_state_dict
 
     from trainer.config import EVAL_SEED_BASE, TrainConfig
     from trainer.evaluation import evaluate, mcnemar
@@ -126,9 +166,18 @@ def main() -> None:
             flush=True,
         )
 
+    cold_adapter: dict = {}
+
     def after_iteration(iteration: int, row: dict) -> None:
         if iteration == 0:
             measure("after cold start")
+            # Kept for the control arm: the same compute as supervised steps instead.
+            cold_adapter.update(
+                {
+                    k: v.detach().clone()
+                    for k, v in get_peft_model_state_dict(run.model).items()
+                }
+            )
         else:
             print(f"iteration {iteration}: {json.dumps(row)}", flush=True)
 
@@ -138,10 +187,19 @@ def main() -> None:
     metrics = outcome.metrics
     with mixed_precision(config.precision, run.model):
         measure("after GRPO")
-    # Paired on the same evaluation seeds: each point against the one before it.
+    if cold_adapter and args.control:
+        sft_control(run, config, cold_adapter, metrics)
+        with mixed_precision(config.precision, run.model):
+            measure("SFT control")
+    # Paired on the same evaluation seeds: each point against the one before it,
+    # and GRPO against its control (both from the cold start, same optimizer steps).
+    pairs = list(zip(points, points[1:], strict=False))
+    by_point = {row["point"]: row for row in points}
+    if "SFT control" in by_point:
+        pairs[-1] = (by_point["SFT control"], by_point["after GRPO"])
     tests = {
         f"{b['point']} vs {a['point']}": mcnemar(b["outcomes"], a["outcomes"])
-        for a, b in zip(points, points[1:], strict=False)
+        for a, b in pairs
     }
     for name, test in tests.items():
         print(f"{name}: exact McNemar {test}")

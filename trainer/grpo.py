@@ -199,6 +199,7 @@ def train(
                         "grad_norm": stats["grad_norm"],
                         "clip_fraction": stats.get("clip_fraction", 0.0),
                         "skipped_steps": float(stats["skipped_steps"]),
+                        "optimizer_steps": float(stats["optimizer_steps"]),
                     }
                 ),
                 "rollout_seconds": rollout_seconds,

@@ -115,7 +115,9 @@ def token_logprobs(
     """
     rows, columns = mask[:, 1:].nonzero(as_tuple=True)  # position t predicts t + 1
     decoder, head = model.get_decoder(), model.get_output_embeddings()
-    hidden = decoder(input_ids=tokens, attention_mask=attention).last_hidden_state
+    hidden = decoder(
+        input_ids=tokens, attention_mask=attention, use_cache=False
+    ).last_hidden_state
     picked_hidden, targets = hidden[rows, columns], tokens[rows, columns + 1]
     softcap = getattr(model.config, "final_logit_softcapping", None)
     pieces = [
@@ -210,5 +212,6 @@ def optimize(
         "loss": float(np.mean(epoch_losses)) if epoch_losses else 0.0,
         "grad_norm": float(np.mean(norms)) if norms else 0.0,
         "skipped_steps": skipped,  # steps whose gradient was not finite
+        "optimizer_steps": len(norms),  # steps applied (a compute budget to match)
         **summary,
     }
