@@ -41,7 +41,7 @@ def sft_control(run, config, cold_adapter: dict, metrics: list[dict]) -> None:
     from peft import set_peft_model_state_dict
 
     from trainer import cold_start
-    from trainer.models import mixed_precision
+    from trainer.models import mixed_precision, pad_id
 
     set_peft_model_state_dict(run.model, cold_adapter)
     steps = int(sum(row.get("optimizer_steps", 0) for row in metrics))
@@ -54,9 +54,14 @@ def sft_control(run, config, cold_adapter: dict, metrics: list[dict]) -> None:
             : steps * config.minibatch_size
         ]
         control = dataclasses.replace(config, cold_start_epochs=1)
-        pad = run.tokenizer.pad_token_id or run.tokenizer.eos_token_id
         with mixed_precision(config.precision, run.model):
-            cold_start.run(run.model, rows, control, pad, random.Random(config.seed))
+            cold_start.run(
+                run.model,
+                rows,
+                control,
+                pad_id(run.tokenizer),
+                random.Random(config.seed),
+            )
     print(f"SFT control: {steps} supervised steps, as many as GRPO applied", flush=True)
 
 

@@ -185,6 +185,8 @@ def _analyze(arguments: argparse.Namespace) -> int:
         f"\nwrote {Path(arguments.output) / 'report.md'}, report.json, capabilities.png"
     )
     if analysis.truth is not None:
+        from factory.analyze.truth import RETAIN_SHARE
+
         truth = analysis.truth
         print(f"labelling accuracy on {truth['runs_scored']} runs with known labels:")
         for name, row in truth["capabilities"].items():
@@ -195,7 +197,7 @@ def _analyze(arguments: argparse.Namespace) -> int:
             )
         print(
             f"  retained set {'matches' if truth['retained_matches'] else 'does NOT match'}"
-            f" the capabilities lacking in >= 15% of failures"
+            f" the capabilities lacking in >= {RETAIN_SHARE:.0%} of failures"
         )
     for spec in specs:
         print(f"spec: {spec}   next: factory generate {spec}")

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from trainer.models import pad_id
 from trainer.rollout import Sample
 
 STOP_STRINGS = ("</tool_call>",)
@@ -70,11 +71,7 @@ class TransformersGenerator:
         eos = model.generation_config.eos_token_id
         stops = eos if isinstance(eos, list) else [eos]
         self.stops = {t for t in stops if t is not None} | {tokenizer.eos_token_id}
-        self.pad = (
-            tokenizer.pad_token_id
-            if tokenizer.pad_token_id is not None
-            else tokenizer.eos_token_id
-        )
+        self.pad = pad_id(tokenizer)
 
     @torch.no_grad()
     def generate(

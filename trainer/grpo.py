@@ -34,6 +34,7 @@ from trainer.config import TrainConfig
 from trainer.envs import EnvHandle
 from trainer.errors import Interrupted
 from trainer.losses import group_advantages, grpo_loss
+from trainer.models import pad_id
 from trainer.optimize import Batch, Row, batch_logprobs, optimize
 from trainer.rollout import Ending, Generator, Group, collect
 
@@ -108,11 +109,7 @@ def train(
             out, model, optimizer, rng, config, handle.env_id
         )
     limits = config.rollout_limits()
-    pad = (
-        tokenizer.pad_token_id
-        if tokenizer.pad_token_id is not None
-        else tokenizer.eos_token_id
-    )
+    pad = pad_id(tokenizer)
     rank, world = distributed.rank(), distributed.world_size()
 
     def objective(batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:

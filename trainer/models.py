@@ -149,6 +149,13 @@ def load_base(
     return base.to(device), tokenizer
 
 
+def pad_id(tokenizer: Any) -> int:
+    """The id that pads batches: the tokenizer's pad token, else its end of sequence."""
+    if tokenizer.pad_token_id is not None:
+        return tokenizer.pad_token_id
+    return tokenizer.eos_token_id
+
+
 def _fast_cpu_bf16() -> bool:
     """Whether this CPU has vectorised bfloat16 matmuls (AVX512 or better)."""
     import torch

@@ -2,10 +2,10 @@
 
 Each archetype's detector (factory/archetypes/<id>/detector.py) uses these.
 
-Each reads what a trajectory shows (tool errors and what followed, arguments
-against the reference actions or earlier observations, reads before writes,
-requested operations left undone, required facts not stated) and returns NA,
-PRESENT or LACKING with the evidence.
+Each reads what a trajectory shows (tool errors and what followed, the agent's
+writes aligned with the reference actions, arguments against earlier
+observations, numbers told to the user) and returns NA, PRESENT or LACKING
+with the evidence.
 """
 
 from __future__ import annotations
@@ -143,16 +143,6 @@ def told_user(trajectory: Trajectory) -> str:
 def normal(text: str) -> str:
     """Text as the verifier compares facts (lower case, no commas, one space)."""
     return normalize_text(text)
-
-
-def actions_right(trajectory: Trajectory) -> bool:
-    """The database check passed (tau2), or every expected write was done as expected."""
-    db_check = (trajectory.metadata.get("reward_info") or {}).get("db_check")
-    if isinstance(db_check, dict) and "db_match" in db_check:
-        return bool(db_check["db_match"])
-    expected = expected_writes(trajectory) or []
-    exact = [diffs for _, diffs in closest_attempts(trajectory) if not diffs]
-    return bool(expected) and len(exact) == len(expected)
 
 
 def leaves(value: Any, path: str = "") -> Iterator[tuple[str, Any]]:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from factory.analyze.statistics import Selection
+from factory.analyze.truth import RETAIN_SHARE
 
 
 def report_rows(
@@ -112,7 +113,8 @@ def _accuracy_lines(truth: dict[str, Any]) -> list[str]:
     lines += [
         "",
         f"Retained {truth['retained'] or 'nothing'}; {verdict} the capabilities "
-        f"lacking in >= 15% of failures: {truth['expected_retained'] or 'none'}.",
+        f"lacking in >= {RETAIN_SHARE:.0%} of failures: "
+        f"{truth['expected_retained'] or 'none'}.",
         "",
     ]
     if truth["capabilities_not_labelled"]:

@@ -337,7 +337,7 @@ def play(
 def build(domain: str, limit: int | None, seed: int) -> tuple[Results, dict]:
     tasks = registry.get_tasks_loader(domain)()[:limit]
     simulations, labels = [], {}
-    db = registry.get_env_constructor(domain)().tools.db
+    db = _tools(domain).db  # read only: every run plays in a fresh environment
     for task in tasks:
         for kind in ("gold", "noise", *DEFICITS):
             rng = random.Random(f"{seed}/{domain}/{task.id}/{kind}")

@@ -35,11 +35,15 @@ def _order(state: State, order_id: str) -> dict[str, Any]:
     return order
 
 
-def _variant(state: State, product_id: str, item_id: str) -> dict[str, Any]:
+def _product(state: State, product_id: str) -> dict[str, Any]:
     product = state["products"].get(product_id)
     if product is None:
         raise ToolError("Product not found")
-    variant = product["variants"].get(item_id)
+    return product
+
+
+def _variant(state: State, product_id: str, item_id: str) -> dict[str, Any]:
+    variant = _product(state, product_id)["variants"].get(item_id)
     if variant is None:
         raise ToolError("Variant not found")
     return variant
@@ -187,10 +191,7 @@ def get_order_details(state: State, order_id: str) -> dict[str, Any]:
 
 def get_product_details(state: State, product_id: str) -> dict[str, Any]:
     """The product with all its variants."""
-    product = state["products"].get(product_id)
-    if product is None:
-        raise ToolError("Product not found")
-    return product
+    return _product(state, product_id)
 
 
 def get_user_details(state: State, user_id: str) -> dict[str, Any]:
