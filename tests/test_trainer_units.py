@@ -91,8 +91,10 @@ class ScriptedGenerator:
     def __init__(self, tokenizer, replies: list[str]) -> None:
         self.tokenizer, self.replies, self.calls = tokenizer, replies, 0
         self.samples: list[list[int]] = []
+        self.resumed: list[bool] = []
 
-    def generate(self, prompts, max_new_tokens, temperature):
+    def generate(self, prompts, max_new_tokens, temperature, resume=False):
+        self.resumed.append(resume)
         out = []
         for _ in prompts:
             ids = self.tokenizer(
@@ -126,6 +128,8 @@ def test_mask_covers_exactly_the_sampled_tokens(tiny_tokenizer) -> None:
     assert len(episode.tokens) == len(episode.mask) == len(episode.logprobs)
     sampled = [t for t, m in zip(episode.tokens, episode.mask, strict=True) if m]
     assert sampled == [t for sample in generator.samples for t in sample]
+    # Only the turns after the first extend what the generator saw before.
+    assert generator.resumed == [False, True]
     assert all(
         lp == 0.0 for lp, m in zip(episode.logprobs, episode.mask, strict=True) if not m
     )
@@ -546,3 +550,47 @@ def test_sampled_log_probs_are_the_policys_own(tiny_model_dir) -> None:
         assert torch.allclose(
             fresh[0, len(prompt) :], torch.tensor(sample.logprobs), atol=1e-4
         )
+
+
+@pytest.mark.parametrize("sliding_window", [None, 6], ids=["qwen2", "gemma3-sliding"])
+def test_kept_caches_across_turns_change_no_log_prob(tmp_path, sliding_window) -> None:
+    """Turn after turn with `resume=True`, each prompt extending the previous call's
+    prompt and sample by an answer of its own length: the sampled log-probs still
+    equal a fresh pass over the whole sequence, with sequences far past a 6-token
+    sliding window, rows that stop early, and identical prompts encoded once; and
+    far fewer prompt tokens are encoded than the prompts hold."""
+    from trainer.generation import TransformersGenerator
+    from trainer.models import load_base, with_lora
+    from trainer.optimize import token_logprobs
+    from trainer.tiny import build_tiny_model
+
+    folder = build_tiny_model(tmp_path / "m", layers=4, sliding_window=sliding_window)
+    base, tokenizer = load_base(str(folder))
+    model = with_lora(base, TrainConfig(lora_rank=4))
+    torch.manual_seed(0)
+    generator = TransformersGenerator(model, tokenizer, batch_size=3)
+    generator.stops |= set(tokenizer("abcdefg")["input_ids"])  # rows stop early
+    prompts = [
+        tokenizer(text)["input_ids"]
+        for text in ("a prompt", "a prompt", "a prompt here longer", "a pr")
+    ]
+    held = 0
+    for turn in range(4):
+        samples = generator.generate(prompts, 10, 0.7, resume=turn > 0)
+        held += sum(len(p) for p in prompts)
+        for prompt, sample in zip(prompts, samples, strict=True):
+            sequence = torch.tensor([prompt + sample.tokens])
+            mask = torch.tensor([[0.0] * len(prompt) + [1.0] * len(sample.tokens)])
+            with torch.no_grad():
+                fresh = token_logprobs(
+                    model, sequence, torch.ones_like(sequence), 0.7, mask
+                )
+            assert torch.allclose(
+                fresh[0, len(prompt) :], torch.tensor(sample.logprobs), atol=1e-4
+            )
+        prompts = [
+            p + s.tokens + tokenizer(f" answer {turn}" * (i + 1))["input_ids"]
+            for i, (p, s) in enumerate(zip(prompts, samples, strict=True))
+        ]
+    assert max(len(p) for p in prompts) > 10 * 6
+    assert generator.encoded < 0.6 * held

@@ -11,6 +11,7 @@ which GRPO's importance ratio needs.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -47,14 +48,93 @@ def _stopped(tokenizer: Any, tokens: list[int], stop_strings: Sequence[str]) -> 
     return any(s in tail for s in stop_strings)
 
 
+@dataclass
+class _Kept:
+    """One sequence's KV cache: per layer (keys, values) [1, heads, n, dim], None if unused.
+
+    n is the sequence's length, or on a sliding-window layer the window less one:
+    all that the next token can attend to there.
+    """
+
+    tokens: list[int]
+    layers: list[tuple[torch.Tensor, torch.Tensor] | None]
+
+
+def _cache(config: Any, rows: Sequence[_Kept], width: int) -> Any:
+    """One batched cache holding `rows`, right-aligned to `width` columns (left padding).
+
+    Built like the cache the model makes for itself (`DynamicCache(config=...)`),
+    so sliding-window layers keep their window and mask offsets.
+    """
+    from transformers import DynamicCache
+
+    cache = DynamicCache(config=config)
+    for index, layer in enumerate(cache.layers if rows else []):
+        parts = [row.layers[index] for row in rows]
+        if any(part is None for part in parts):
+            continue
+        columns = min(width, layer.sliding_window - 1) if layer.is_sliding else width
+        keys, values = (
+            torch.cat(
+                [
+                    torch.nn.functional.pad(t[i], (0, 0, columns - t[i].shape[-2], 0))
+                    for t in parts
+                ]
+            )
+            for i in (0, 1)
+        )
+        layer.update(keys, values)
+        if layer.is_sliding:
+            layer.cumulative_length = width  # positions seen, not columns kept
+    return cache
+
+
+def _kept(cache: Any, row: int, tokens: list[int]) -> _Kept:
+    """Row `row` of a batched cache whose last `len(tokens)` columns are its sequence."""
+    layers: list[tuple[torch.Tensor, torch.Tensor] | None] = []
+    for layer in cache.layers:
+        if not layer.is_initialized:
+            layers.append(None)
+            continue
+        n = (
+            min(len(tokens), layer.sliding_window - 1)
+            if layer.is_sliding
+            else len(tokens)
+        )
+        # Cloned: a view would keep the whole batch's tensor alive.
+        layers.append(
+            (
+                layer.keys[row : row + 1, :, -n:].clone(),
+                layer.values[row : row + 1, :, -n:].clone(),
+            )
+        )
+    return _Kept(tokens, layers)
+
+
+def _shared_prefix(prompts: Sequence[list[int]]) -> int:
+    """Length of the prefix all prompts share, leaving each at least one token of its own."""
+    shortest = min(len(p) for p in prompts)
+    for index in range(shortest - 1):
+        if any(p[index] != prompts[0][index] for p in prompts[1:]):
+            return index
+    return shortest - 1
+
+
 class TransformersGenerator:
     """Sampling with a KV-cached decode loop over left-padded batches.
 
     Written by hand instead of `model.generate` because the loop needs what
     generate does not give: each sampled token's log-prob computed as it goes
     (no stacked [B, T, V] logits), rows that stop (end of turn, end of a tool
-    call) dropped from the batch and its cache at once, and no per-step
-    logits-processor machinery, which dominates at small model sizes.
+    call) dropped from the batch and its cache at once, no per-step
+    logits-processor machinery (which dominates at small model sizes), and no
+    prompt token encoded twice: the prefix the prompts of a call share is
+    encoded once, identical prompts (a group's first turn) once, and with
+    `resume=True` each prompt that extends a sequence of the previous call
+    (the episode's next turn) encodes only the environment's answer, appended
+    to that sequence's kept cache. Each sequence is extended on its own cache
+    before the batch is assembled, so the batch has padding only on the left
+    and sliding-window layers see exactly the tokens they would in one pass.
     """
 
     def __init__(
@@ -63,8 +143,12 @@ class TransformersGenerator:
         tokenizer: Any,
         batch_size: int = 16,
         stop_strings: Sequence[str] = STOP_STRINGS,
+        reuse: bool = True,
     ) -> None:
         self.model = model
+        self.reuse = (
+            reuse  # False: every prompt encoded whole (the benchmarks' reference)
+        )
         self.stop_strings = list(stop_strings)
         self.tokenizer = tokenizer
         self.batch_size = batch_size
@@ -72,50 +156,101 @@ class TransformersGenerator:
         stops = eos if isinstance(eos, list) else [eos]
         self.stops = {t for t in stops if t is not None} | {tokenizer.eos_token_id}
         self.pad = pad_id(tokenizer)
+        self.kept: list[_Kept] = []  # the previous call's sequences, for `resume`
+        self.encoded = 0  # prompt tokens run through the model (for benchmarks)
 
     @torch.no_grad()
     def generate(
-        self, prompts: Sequence[list[int]], max_new_tokens: int, temperature: float
+        self,
+        prompts: Sequence[list[int]],
+        max_new_tokens: int,
+        temperature: float,
+        resume: bool = False,
     ) -> list[Sample]:
         samples: list[Sample] = []
         was_training = self.model.training
         self.model.eval()
+        previous, self.kept = (self.kept if resume else []), []
         for start in range(0, len(prompts), self.batch_size):
             samples += self._batch(
-                prompts[start : start + self.batch_size], max_new_tokens, temperature
+                prompts[start : start + self.batch_size],
+                max_new_tokens,
+                temperature,
+                previous,
             )
         if was_training:
             self.model.train()
         return samples
 
+    def _extend(
+        self, source: _Kept | None, tokens: list[int]
+    ) -> tuple[_Kept, torch.Tensor]:
+        """The cache of `tokens` and its last logits, encoding only what `source` lacks."""
+        device = next(self.model.parameters()).device
+        start = len(source.tokens) if source is not None else 0
+        cache = _cache(self.model.config, [source] if source else [], start)
+        output = self.model(
+            input_ids=torch.tensor([tokens[start:]], device=device),
+            attention_mask=torch.ones(1, len(tokens), dtype=torch.long, device=device),
+            position_ids=torch.arange(start, len(tokens), device=device)[None],
+            past_key_values=cache, use_cache=True, logits_to_keep=1,
+        )  # fmt: skip
+        self.encoded += len(tokens) - start
+        return _kept(output.past_key_values, 0, tokens), output.logits[0, -1]
+
+    def _prefill(
+        self, prompts: Sequence[list[int]], previous: Sequence[_Kept]
+    ) -> list[tuple[_Kept, torch.Tensor]]:
+        """Each prompt's cache and last logits, each distinct token encoded once."""
+        if not self.reuse:
+            return [self._extend(None, p) for p in prompts]
+        sources: list[_Kept | None] = [
+            max(
+                (
+                    k
+                    for k in previous
+                    if len(k.tokens) < len(p) and p[: len(k.tokens)] == k.tokens
+                ),
+                key=lambda k: len(k.tokens),
+                default=None,
+            )
+            for p in prompts
+        ]
+        fresh = [p for p, s in zip(prompts, sources, strict=True) if s is None]
+        if len(fresh) > 1 and (shared := _shared_prefix(fresh)) > 0:
+            common = self._extend(None, fresh[0][:shared])[0]
+            sources = [common if s is None else s for s in sources]
+        done: dict[tuple[int, ...], tuple[_Kept, torch.Tensor]] = {}
+        for prompt, source in zip(prompts, sources, strict=True):
+            if tuple(prompt) not in done:
+                done[tuple(prompt)] = self._extend(source, prompt)
+        return [done[tuple(p)] for p in prompts]
+
     def _batch(
-        self, prompts: Sequence[list[int]], max_new_tokens: int, temperature: float
+        self,
+        prompts: Sequence[list[int]],
+        max_new_tokens: int,
+        temperature: float,
+        previous: Sequence[_Kept],
     ) -> list[Sample]:
-        """Sample one turn for each prompt: prefill once, then one cached step per token."""
+        """Sample one turn for each prompt: prefill (see `_prefill`), then one cached step per token."""
         device = next(self.model.parameters()).device
         width = max(len(p) for p in prompts)
-        ids = torch.tensor(
-            [[self.pad] * (width - len(p)) + p for p in prompts], device=device
-        )
+        prefilled = self._prefill(prompts, previous)
+        cache = _cache(self.model.config, [k for k, _ in prefilled], width)
+        logits = torch.stack([last for _, last in prefilled])
         attention = torch.tensor(
             [[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device
         )
-        positions = (attention.cumsum(dim=1) - 1).clamp(min=0)
+        last = torch.tensor([[len(p) - 1] for p in prompts], device=device)
         tokens: list[list[int]] = [[] for _ in prompts]
         logprobs: list[list[float]] = [[] for _ in prompts]
         rows = torch.arange(
             len(prompts), device=device
         )  # prompt index of each live row
-        output = self.model(
-            input_ids=ids, attention_mask=attention, position_ids=positions,
-            use_cache=True, logits_to_keep=1,
-        )  # fmt: skip
-        cache, last = output.past_key_values, positions[:, -1:]
         stops = torch.tensor(sorted(self.stops), device=device)
         for step in range(max_new_tokens):
-            scaled = torch.log_softmax(
-                output.logits[:, -1].float() / temperature, dim=-1
-            )
+            scaled = torch.log_softmax(logits.float() / temperature, dim=-1)
             token = torch.multinomial(scaled.exp(), 1)  # [live, 1]
             picked = scaled.gather(-1, token).squeeze(-1)
             done = torch.isin(token.squeeze(-1), stops)
@@ -133,23 +268,28 @@ class TransformersGenerator:
                     done[live] = _stopped(
                         self.tokenizer, tokens[row], self.stop_strings
                     )
-            if step == max_new_tokens - 1 or bool(done.all()):
+            if step == max_new_tokens - 1:
+                done[:] = True
+            # Finished rows leave the batch and the cache; what they encoded is kept
+            # (the last sampled token was never fed).
+            for live in done.nonzero().squeeze(-1).tolist():
+                row = int(rows[live])
+                self.kept.append(_kept(cache, live, prompts[row] + tokens[row][:-1]))
+            if bool(done.all()):
                 break
-            if bool(done.any()):  # finished rows leave the batch and the cache
+            if bool(done.any()):
                 keep = (~done).nonzero().squeeze(-1)
                 cache.batch_select_indices(keep)
                 rows, token, attention, last = (
-                    rows[keep],
-                    token[keep],
-                    attention[keep],
-                    last[keep],
-                )
+                    rows[keep], token[keep], attention[keep], last[keep],
+                )  # fmt: skip
             attention = torch.cat([attention, attention.new_ones(len(rows), 1)], dim=1)
             last = last + 1
             output = self.model(
                 input_ids=token, attention_mask=attention, position_ids=last,
                 past_key_values=cache, use_cache=True,
             )  # fmt: skip
+            logits = output.logits[:, -1]
         return [
             _cut(t, lp, self.stops, self.tokenizer, self.stop_strings)
             for t, lp in zip(tokens, logprobs, strict=True)
@@ -177,8 +317,13 @@ class VLLMGenerator:
         self.adapter = ("trace-policy", version, path)
 
     def generate(
-        self, prompts: Sequence[list[int]], max_new_tokens: int, temperature: float
+        self,
+        prompts: Sequence[list[int]],
+        max_new_tokens: int,
+        temperature: float,
+        resume: bool = False,
     ) -> list[Sample]:
+        """`resume` changes nothing here: vLLM's prefix caching finds shared prefixes itself."""
         from vllm import SamplingParams
         from vllm.lora.request import LoRARequest
 

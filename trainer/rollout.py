@@ -37,8 +37,16 @@ class Generator(Protocol):
     """Batched sampling from the current policy (the adapter being trained)."""
 
     def generate(
-        self, prompts: Sequence[list[int]], max_new_tokens: int, temperature: float
-    ) -> list[Sample]: ...
+        self,
+        prompts: Sequence[list[int]],
+        max_new_tokens: int,
+        temperature: float,
+        resume: bool = False,
+    ) -> list[Sample]:
+        """One turn per prompt. `resume`: each prompt may extend a prompt and sample
+        of the previous call (the episode's next turn), whose encoding the
+        generator may reuse; the weights have not changed since that call."""
+        ...
 
 
 class Ending(enum.Enum):
@@ -183,10 +191,15 @@ def collect(
                 chat = chats[id(episode)] = opened
             group.append(episode)
         groups.append(group)
+    resume = False  # the first turn's prompts extend nothing sampled before
     while active := [e for g in groups for e in g if not e.done]:
         samples = generator.generate(
-            [e.tokens for e in active], limits.max_new_tokens, limits.temperature
+            [e.tokens for e in active],
+            limits.max_new_tokens,
+            limits.temperature,
+            resume=resume,
         )
+        resume = True
         for episode, sample in zip(active, samples, strict=True):
             _advance(episode, sample, chats[id(episode)], limits)
     return groups

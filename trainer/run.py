@@ -146,7 +146,10 @@ def make_generator(
             "--backend vllm needs `pip install trace-factory[vllm]` on a GPU machine"
         ) from None
     engine = LLM(
-        model=base, enable_lora=True, max_lora_rank=legal_rank(config.lora_rank)
+        model=base,
+        enable_lora=True,
+        max_lora_rank=legal_rank(config.lora_rank),
+        enable_prefix_caching=True,  # an episode's turns share all but the last answer
     )
     return VLLMGenerator(engine, {tokenizer.eos_token_id})
 

@@ -42,12 +42,26 @@ SPECIALS = [
 
 
 def build_tiny_model(
-    folder: Path, hidden: int = 32, layers: int = 2, seed: int = 0
+    folder: Path,
+    hidden: int = 32,
+    layers: int = 2,
+    seed: int = 0,
+    sliding_window: int | None = None,
 ) -> Path:
-    """Save a tiny Qwen2-architecture model and its tokenizer under `folder`."""
+    """Save a tiny chat model and its tokenizer under `folder`.
+
+    Qwen2's architecture; with `sliding_window`, Gemma 3's instead, whose layers
+    alternate sliding-window and full attention as Gemma 3 270M's do.
+    """
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+    from transformers import (
+        Gemma3ForCausalLM,
+        Gemma3TextConfig,
+        PreTrainedTokenizerFast,
+        Qwen2Config,
+        Qwen2ForCausalLM,
+    )
 
     alphabet = pre_tokenizers.ByteLevel.alphabet()
     vocab = {token: index for index, token in enumerate(sorted(alphabet))}
@@ -63,7 +77,7 @@ def build_tiny_model(
     tokenizer.add_special_tokens({"additional_special_tokens": SPECIALS})
     tokenizer.chat_template = CHAT_TEMPLATE
     torch.manual_seed(seed)
-    config = Qwen2Config(
+    shape = dict(
         vocab_size=len(tokenizer),
         hidden_size=hidden,
         intermediate_size=2 * hidden,
@@ -75,7 +89,20 @@ def build_tiny_model(
         pad_token_id=tokenizer.pad_token_id,
         tie_word_embeddings=True,
     )
-    model = Qwen2ForCausalLM(config)
+    if sliding_window is None:
+        model = Qwen2ForCausalLM(Qwen2Config(**shape))
+    else:
+        model = Gemma3ForCausalLM(
+            Gemma3TextConfig(
+                **shape,
+                head_dim=hidden // 2,
+                sliding_window=sliding_window,
+                layer_types=[
+                    "full_attention" if (i + 1) % 2 == 0 else "sliding_attention"
+                    for i in range(layers)
+                ],
+            )
+        )
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     folder.mkdir(parents=True, exist_ok=True)
