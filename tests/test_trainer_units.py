@@ -594,3 +594,38 @@ def test_kept_caches_across_turns_change_no_log_prob(tmp_path, sliding_window) -
         ]
     assert max(len(p) for p in prompts) > 10 * 6
     assert generator.encoded < 0.6 * held
+
+
+def test_the_evaluation_plot_draws_every_point_with_its_interval(
+    tmp_path, monkeypatch
+) -> None:
+    """One marker and one error bar per evaluated point, at the measured rates."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    from trainer.plots import plot_evaluations
+
+    points = [
+        {"point": "after cold start", "episodes": 30, "success_rate": 0.4,
+         "success_ci95": [0.25, 0.58]},
+        {"point": "after GRPO", "episodes": 30, "success_rate": 0.6,
+         "success_ci95": [0.42, 0.75]},
+    ]  # fmt: skip
+    metrics = [
+        {"iteration": i, "success_rate": 0.5, "dropped_groups": 0.25} for i in (1, 2)
+    ]
+    drawn = []
+    original = plt.Axes.errorbar
+
+    def recording(self, x, y, *args, **kwargs):
+        drawn.append((list(x), list(y), kwargs["yerr"]))
+        return original(self, x, y, *args, **kwargs)
+
+    monkeypatch.setattr(plt.Axes, "errorbar", recording)
+    plot_evaluations(points, metrics, tmp_path / "evaluation.png")
+    assert (tmp_path / "evaluation.png").stat().st_size > 1000
+    ((x, y, (below, above)),) = drawn
+    assert x == [0, 1] and y == [0.4, 0.6]
+    assert below == pytest.approx([0.15, 0.18]) and above == pytest.approx([0.18, 0.15])
