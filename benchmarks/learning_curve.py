@@ -106,6 +106,12 @@ def main() -> None:
         help="also spend GRPO's optimizer steps on supervised steps from the cold start",
     )
     parser.add_argument(
+        "--base",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also evaluate the base model (without the adapter) first",
+    )
+    parser.add_argument(
         "--lora-target-modules",
         default="q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj",
     )
@@ -188,8 +194,9 @@ def main() -> None:
         else:
             print(f"iteration {iteration}: {json.dumps(row)}", flush=True)
 
-    with mixed_precision(config.precision, run.model), run.model.disable_adapter():
-        measure("base model")
+    if args.base:
+        with mixed_precision(config.precision, run.model), run.model.disable_adapter():
+            measure("base model")
     outcome, _ = run.execute(on_iteration=after_iteration)
     metrics = outcome.metrics
     with mixed_precision(config.precision, run.model):

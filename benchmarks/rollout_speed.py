@@ -52,6 +52,11 @@ def main() -> None:
         "--model", default=None, help="default: Gemma 3 270M (GGUF from PyPI)"
     )
     parser.add_argument("--chat-template", default="gemma")
+    parser.add_argument(
+        "--adapter",
+        default=None,
+        help="a trained adapter folder (a base model ends most episodes in one turn)",
+    )
     parser.add_argument("--groups", type=int, default=2)
     parser.add_argument("--group-size", type=int, default=4)
     parser.add_argument("--turns", type=int, default=8)
@@ -72,7 +77,7 @@ def main() -> None:
     from trainer.chat import ChatFormat
     from trainer.envs import resolve_env
     from trainer.generation import TransformersGenerator
-    from trainer.models import _fast_cpu_bf16, load_base, mixed_precision
+    from trainer.models import _fast_cpu_bf16, load_adapter, load_base, mixed_precision
     from trainer.rollout import RolloutLimits, collect
 
     if args.model is None:
@@ -83,6 +88,8 @@ def main() -> None:
     model, tokenizer = load_base(
         args.model, chat_template=args.chat_template, precision=precision
     )
+    if args.adapter is not None:
+        model = load_adapter(model, args.adapter)
     model.eval()
     handle = resolve_env(args.env)
     env = handle.make()
@@ -92,6 +99,7 @@ def main() -> None:
     )
     figures: dict[str, object] = {
         "model": args.model,
+        "adapter": args.adapter,
         "precision": precision,
         "threads": torch.get_num_threads(),
         "prompt_tokens": len(prompt),
