@@ -65,7 +65,12 @@ def measure(method: str, model_path: str, args: argparse.Namespace) -> dict[str,
     compute = token_logprobs if method == "chunked" else union_logprobs
     model.train()  # as the trainer's update runs (checkpointing acts in train mode)
     if method == "union":  # the previous trainer: no decoder checkpointing either
-        model.base_model.model.gradient_checkpointing_disable()
+        decoder = model.base_model.model
+        getattr(  # transformers 5's name, 4.x's otherwise
+            decoder,
+            "activation_checkpointing_disable",
+            decoder.gradient_checkpointing_disable,
+        )()
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     began = time.perf_counter()
     with mixed_precision(args.precision, model):

@@ -7,6 +7,7 @@ import math
 import sys
 import types
 
+import numpy as np
 import pytest
 import torch
 
@@ -15,7 +16,7 @@ from trainer.chat import ChatFormat
 from trainer.config import EVAL_SEED_BASE, TrainConfig
 from trainer.envs import resolve_env
 from trainer.errors import TrainerError
-from trainer.evaluation import confidence_interval
+from trainer.evaluation import confidence_interval, mcnemar, mcnemar_power
 from trainer.generation import VLLMGenerator
 from trainer.losses import group_advantages, grpo_loss
 from trainer.parsing import parse_tool_calls, to_action
@@ -335,6 +336,21 @@ def test_confidence_intervals() -> None:
     mean, low, high = confidence_interval([1.0] * 8 + [0.0] * 2)
     assert mean == 0.8 and 0.49 < low < 0.5 and 0.94 < high < 0.95  # Wilson 95%
     assert confidence_interval([0.5, 0.7, 0.9])[0] == pytest.approx(0.7)
+
+
+def test_mcnemar_power_matches_simulated_paired_tests() -> None:
+    rng = np.random.default_rng(0)
+    seeds, before, after, trials = 24, 0.2, 0.6, 1500
+    rejected = 0
+    for _ in range(trials):
+        first = (rng.random(seeds) < before).tolist()
+        second = (rng.random(seeds) < after).tolist()
+        rejected += mcnemar(first, second)["p_value"] <= 0.05
+    assert mcnemar_power(seeds, before, after) == pytest.approx(
+        rejected / trials, abs=0.04
+    )
+    assert mcnemar_power(60, 0.3, 0.3) <= 0.05  # no change: at most the test's level
+    assert mcnemar_power(30, 0.17, 0.4) < mcnemar_power(100, 0.17, 0.4)
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ import hashlib
 import logging
 import shutil
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -222,11 +223,20 @@ def with_lora(base: Any, config: TrainConfig) -> Any:
         # Decoder layers keep only their inputs and recompute the rest in the
         # backward pass: the update's memory no longer grows with layers x tokens
         # x MLP width. It applies in train mode only, so sampling keeps its cache.
-        base.gradient_checkpointing_enable(
-            gradient_checkpointing_kwargs={"use_reentrant": False}
-        )
+        # transformers 5 renamed it "activation checkpointing"; 4.x has only the old name.
+        if hasattr(base, "activation_checkpointing_enable"):
+            base.activation_checkpointing_enable(
+                activation_checkpointing_kwargs={"use_reentrant": False}
+            )
+        else:
+            base.gradient_checkpointing_enable(
+                gradient_checkpointing_kwargs={"use_reentrant": False}
+            )
     torch.manual_seed(config.seed)  # LoRA A is drawn at random: --seed must fix it
-    return get_peft_model(base, lora)
+    with warnings.catch_warnings():
+        # peft still reads transformers' deprecated `is_gradient_checkpointing`.
+        warnings.filterwarnings("ignore", "`is_gradient_checkpointing`", FutureWarning)
+        return get_peft_model(base, lora)
 
 
 def load_adapter(base: Any, adapter: str) -> Any:
