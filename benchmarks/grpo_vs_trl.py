@@ -2,12 +2,15 @@
 
 Same tiny random model (trainer.tiny), same single-turn task (reward 1 when the
 reply starts with a-m), same G prompts x K generations per iteration, same
-completion length, LoRA rank and learning rate. Each trainer runs in its own
+completion length, LoRA rank and learning rate. `--system-tokens` gives every
+prompt the same long system prompt, as agent tasks have (tool descriptions and
+policy: 1,600 tokens for the generated packages' compact tools). Each trainer runs in its own
 process; the figures are seconds per iteration (after one warm-up iteration)
 and the process's peak resident memory, and their ratios ours / TRL.
 TRL is installed for this benchmark only (`pip install trl`).
 
     python benchmarks/grpo_vs_trl.py [--iterations 6] [--groups 4] [--group-size 4]
+    python benchmarks/grpo_vs_trl.py --system-tokens 1600
 """
 
 from __future__ import annotations
@@ -29,9 +32,9 @@ def peak_rss_mb() -> float:
 def run_ours(model_dir: Path, args: argparse.Namespace) -> dict[str, float]:
     from trainer.config import TrainConfig
     from trainer.run import open_run
-    from trainer.tiny import TASK_ID, register_task
+    from trainer.tiny import TASK_ID, register_task, system_prompt
 
-    register_task()
+    register_task(system_prompt(args.system_tokens))
     config = TrainConfig(
         iterations=args.iterations,
         groups=args.groups,
@@ -58,13 +61,13 @@ def run_trl(model_dir: Path, args: argparse.Namespace) -> dict[str, float]:
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from trainer.tiny import first_letter_reward
+    from trainer.tiny import first_letter_reward, system_prompt
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir)
     prompts = [
         [
-            {"role": "system", "content": "Reply."},
+            {"role": "system", "content": system_prompt(args.system_tokens)},
             {"role": "user", "content": f"Task {i}"},
         ]
         for i in range(args.iterations * args.groups)
@@ -132,6 +135,12 @@ def main() -> None:
         "--tokens", type=int, default=32, help="max new tokens per completion"
     )
     parser.add_argument("--hidden", type=int, default=256, help="tiny model width")
+    parser.add_argument(
+        "--system-tokens",
+        type=int,
+        default=0,
+        help="length of the system prompt every task shares (0: 'Reply.')",
+    )
     parser.add_argument("--worker", choices=["ours", "trl"])
     parser.add_argument("--model-dir", type=Path)
     args = parser.parse_args()
@@ -160,13 +169,16 @@ def main() -> None:
                 str(args.group_size),
                 "--tokens",
                 str(args.tokens),
+                "--system-tokens",
+                str(args.system_tokens),
             ]
             done = subprocess.run(command, capture_output=True, text=True, check=True)
             results[worker] = json.loads(done.stdout.strip().splitlines()[-1])
     ours, trl = results["ours"], results["trl"]
     print(
         f"settings: G={args.groups} K={args.group_size} max_new_tokens={args.tokens} "
-        f"iterations={args.iterations} LoRA r=8, tiny Qwen2 (hidden {args.hidden}, 4 layers), CPU"
+        f"iterations={args.iterations} system prompt {args.system_tokens} tokens "
+        f"LoRA r=8, tiny Qwen2 (hidden {args.hidden}, 4 layers), CPU"
     )
     print(f"{'':<8}{'s/iteration':>14}{'peak RSS MB':>14}")
     for name, row in results.items():

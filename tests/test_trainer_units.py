@@ -338,6 +338,23 @@ def test_confidence_intervals() -> None:
     assert confidence_interval([0.5, 0.7, 0.9])[0] == pytest.approx(0.7)
 
 
+def test_the_tiny_task_takes_a_long_shared_system_prompt() -> None:
+    import gymnasium
+
+    from trainer.tiny import TASK_ID, register_task, system_prompt
+
+    long = system_prompt(1600)
+    assert 1500 < len(long) <= 1600 and system_prompt(3) == "Reply."
+    try:
+        register_task(long)
+        _, info = gymnasium.make(TASK_ID).reset(seed=1)
+        assert info["messages"][0]["content"] == long
+    finally:
+        register_task()  # the other tests' short prompt
+    _, info = gymnasium.make(TASK_ID).reset(seed=1)
+    assert info["messages"][0]["content"] == "Reply."
+
+
 def test_mcnemar_power_matches_simulated_paired_tests() -> None:
     rng = np.random.default_rng(0)
     seeds, before, after, trials = 24, 0.2, 0.6, 1500

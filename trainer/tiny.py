@@ -123,19 +123,20 @@ def first_letter_reward(text: str) -> float:
 class FirstLetterEnv(gymnasium.Env[str, str]):
     """One turn: reward 1 when the reply starts with a letter from a to m."""
 
-    def __init__(self, max_turns: int = 1) -> None:
+    def __init__(self, max_turns: int = 1, system: str = "Reply.") -> None:
         self.observation_space = spaces.Text(
             10_000, charset=string.printable, min_length=0
         )
         self.action_space = spaces.Text(10_000, charset=string.printable, min_length=0)
         self.max_turns = max_turns
+        self.system = system
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
         messages = [
-            {"role": "system", "content": "Reply."},
+            {"role": "system", "content": self.system},
             {"role": "user", "content": f"Task {seed}"},
         ]
         return json.dumps(messages), {
@@ -150,10 +151,31 @@ class FirstLetterEnv(gymnasium.Env[str, str]):
         return observation, reward, True, False, {"success": reward == 1.0}
 
 
-def register_task() -> None:
-    """Register the one-turn task's gymnasium id (once)."""
-    if TASK_ID not in gymnasium.registry:
-        gymnasium.register(TASK_ID, entry_point=FirstLetterEnv)
+def system_prompt(length: int) -> str:
+    """A system prompt of about `length` characters (tokens, with the byte-level tokenizer).
+
+    "Reply." when short; longer ones read like an agent's policy, so a benchmark
+    can give the tiny task the long shared prompt that real agent tasks have.
+    """
+    if length <= len("Reply."):
+        return "Reply."
+    lines, size, i = ["Reply."], len("Reply."), 1
+    while True:
+        rule = f"Rule {i}: confirm the account and the order before changing anything."
+        if size + 1 + len(rule) > length:
+            return "\n".join(lines)
+        lines.append(rule)
+        size, i = size + 1 + len(rule), i + 1
+
+
+def register_task(system: str = "Reply.") -> None:
+    """Register the one-turn task's gymnasium id with this system prompt."""
+    spec = gymnasium.registry.get(TASK_ID)
+    if spec is None or spec.kwargs.get("system") != system:
+        gymnasium.registry.pop(TASK_ID, None)  # registered with another prompt
+        gymnasium.register(
+            TASK_ID, entry_point=FirstLetterEnv, kwargs={"system": system}
+        )
 
 
 if __name__ == "__main__":
