@@ -87,6 +87,12 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=96)
     parser.add_argument("--max-turns", type=int, default=8)
     parser.add_argument("--learning-rate", type=float, default=5e-5)
+    parser.add_argument(
+        "--warmup-steps",
+        type=int,
+        default=0,
+        help="GRPO optimizer steps of linear learning-rate warmup",
+    )
     parser.add_argument("--cold-start", type=int, default=48)
     parser.add_argument("--cold-start-epochs", type=int, default=2)
     parser.add_argument("--cold-start-learning-rate", type=float, default=5e-4)
@@ -134,6 +140,7 @@ def main() -> None:
         max_turns=args.max_turns,
         max_total_tokens=8192,
         learning_rate=args.learning_rate,
+        warmup_steps=args.warmup_steps,
         minibatch_size=args.minibatch_size,
         generation_batch_size=max(args.groups * args.group_size, args.eval_episodes),
         tool_format=args.tool_format,

@@ -355,6 +355,35 @@ def test_the_tiny_task_takes_a_long_shared_system_prompt() -> None:
     assert info["messages"][0]["content"] == "Reply."
 
 
+def test_warm_up_raises_the_learning_rate_linearly_and_continues_after_a_resume() -> (
+    None
+):
+    from trainer.optimize import warm_up
+
+    def steps(optimizer: torch.optim.Optimizer, weight: torch.Tensor, n: int) -> list:
+        rates = []
+        for _ in range(n):
+            weight.grad = torch.ones(2)
+            warm_up(optimizer, 4)
+            rates.append(optimizer.param_groups[0]["lr"])
+            optimizer.step()
+        return rates
+
+    weight = torch.nn.Parameter(torch.ones(2))
+    optimizer = torch.optim.AdamW([weight], lr=0.1, weight_decay=0.0)
+    assert steps(optimizer, weight, 2) == pytest.approx([0.025, 0.05])
+    assert float(weight.detach()[0]) == pytest.approx(
+        1 - 0.025 - 0.05, abs=1e-4
+    )  # Adam: ~lr
+    resumed = torch.optim.AdamW([weight], lr=0.1, weight_decay=0.0)
+    resumed.load_state_dict(optimizer.state_dict())  # as checkpoint.load does
+    assert steps(resumed, weight, 3) == pytest.approx([0.075, 0.1, 0.1])
+    weight.grad = torch.ones(2)
+    plain = torch.optim.AdamW([weight], lr=0.1)
+    warm_up(plain, 0)  # no warmup: the learning rate as given
+    assert plain.param_groups[0]["lr"] == 0.1
+
+
 def test_mcnemar_power_matches_simulated_paired_tests() -> None:
     rng = np.random.default_rng(0)
     seeds, before, after, trials = 24, 0.2, 0.6, 1500

@@ -32,6 +32,9 @@ TRAIN_SETTINGS: dict[str, str] = {
     "groups": "G: seeds (groups) per iteration",
     "group_size": "K: episodes per seed, compared with each other",
     "learning_rate": "AdamW learning rate of the GRPO updates",
+    "warmup_steps": "GRPO optimizer steps over which the learning rate rises linearly to "
+    "--learning-rate (AdamW's first steps move every weight by about the learning rate, "
+    "however noisy the gradient; 0: none)",
     "weight_decay": "AdamW weight decay",
     "clip_epsilon": "PPO clip range e of the ratio",
     "kl_beta": "weight of KL(pi || base); 0 skips the reference pass",

@@ -185,7 +185,7 @@ def train(
             stats = optimize(
                 model, optimizer, rows, objective, minibatch_size=config.minibatch_size,
                 epochs=config.epochs, max_grad_norm=config.max_grad_norm, pad=pad, rng=rng,
-                desc="update",
+                desc="update", warmup_steps=config.warmup_steps,
             )  # fmt: skip
             row = {
                 "iteration": iteration + 1,

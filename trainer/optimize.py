@@ -146,6 +146,22 @@ def batch_logprobs(model: Any, batch: Batch, temperature: float) -> torch.Tensor
 Loss = Callable[[Batch], tuple[torch.Tensor, dict[str, float]]]
 
 
+def warm_up(optimizer: torch.optim.Optimizer, warmup_steps: int) -> None:
+    """Set lr = initial lr x min(1, (steps taken + 1) / warmup_steps) before a step.
+
+    AdamW's first update moves every weight by about the learning rate whatever the
+    gradient's size, so a few noisy GRPO groups can wreck a cold-started policy.
+    Written by hand rather than with torch's LambdaLR: the step count is read from
+    AdamW's own state, so a run resumed from a checkpoint continues the warmup.
+    """
+    if warmup_steps <= 0:
+        return
+    for group in optimizer.param_groups:
+        initial = group.setdefault("initial_lr", group["lr"])
+        taken = int(optimizer.state.get(group["params"][0], {}).get("step", 0))
+        group["lr"] = initial * min(1.0, (taken + 1) / warmup_steps)
+
+
 def optimize(
     model: Any,
     optimizer: torch.optim.Optimizer,
@@ -158,8 +174,12 @@ def optimize(
     pad: int,
     rng: random.Random,
     desc: str,
+    warmup_steps: int = 0,
 ) -> dict[str, Any]:
-    """`epochs` x minibatches of `loss_of` steps; mean loss per epoch, grad norm, stats."""
+    """`epochs` x minibatches of `loss_of` steps; mean loss per epoch, grad norm, stats.
+
+    With `warmup_steps`, the learning rate rises linearly over the optimizer's first
+    steps (`warm_up`)."""
     device = next(p for p in model.parameters() if p.requires_grad).device
     trainable = [p for p in model.parameters() if p.requires_grad]
     steps = distributed.max_over_ranks(-(-len(rows) // minibatch_size))
@@ -190,6 +210,7 @@ def optimize(
             distributed.average_gradients(trainable)
             norm = float(torch.nn.utils.clip_grad_norm_(trainable, max_grad_norm))
             if math.isfinite(norm):  # a non-finite gradient would poison the adapter
+                warm_up(optimizer, warmup_steps)
                 optimizer.step()
                 norms.append(norm)
             else:

@@ -27,6 +27,7 @@ RANGES: dict[str, tuple[float, float, str]] = {
     "max_total_tokens": (2, 10**8, "an integer >= 2"),
     "temperature": (1e-6, 100, "a number in (0, 100]"),
     "learning_rate": (1e-12, 1.0, "a number in (0, 1]"),
+    "warmup_steps": (0, 10**7, "an integer >= 0"),
     "weight_decay": (0, 10, "a number in [0, 10]"),
     "clip_epsilon": (1e-6, 1 - 1e-6, "a number in (0, 1)"),
     "kl_beta": (0, 1e4, "a number >= 0"),
@@ -48,7 +49,7 @@ RANGES: dict[str, tuple[float, float, str]] = {
 INTEGERS = {
     "iterations", "groups", "group_size", "max_new_tokens", "max_turns",
     "max_total_tokens", "minibatch_size", "epochs", "lora_rank", "generation_batch_size",
-    "cold_start", "cold_start_epochs", "seed", "episodes",
+    "cold_start", "cold_start_epochs", "seed", "episodes", "warmup_steps",
 }  # fmt: skip
 
 
