@@ -101,7 +101,7 @@ def test_two_iterations_on_a_generated_package(
     assert isinstance(PeftModel.from_pretrained(base, out), PeftModel)
 
 
-def _run(model_dir, out, iterations, resume=False, on_iteration=None, seed=3):
+def _run(model_dir, out, iterations, resume=False, on_iteration=None, seed=3, warmup=3):
     register_task()
     config = TrainConfig(
         iterations=iterations,
@@ -112,6 +112,7 @@ def _run(model_dir, out, iterations, resume=False, on_iteration=None, seed=3):
         lora_rank=4,
         minibatch_size=4,
         learning_rate=5e-2,
+        warmup_steps=warmup,  # resumed mid-warmup, it must continue it
         seed=seed,
     )
     run = open_run(config, TASK_ID, str(model_dir), out, resume=resume, force=True)
@@ -138,6 +139,17 @@ def test_resume_gives_the_same_adapter_as_an_uninterrupted_run(
     for key in weights_a:
         torch.testing.assert_close(weights_a[key], weights_b[key])
     assert [m["reward_mean"] for m in straight] == [m["reward_mean"] for m in resumed]
+
+
+def test_a_checkpoint_older_than_a_setting_resumes_at_its_default(
+    tiny_model_dir, tmp_path
+) -> None:
+    _run(tiny_model_dir, tmp_path, 1, warmup=0)
+    state_file = tmp_path / "checkpoint" / "state.json"
+    state = json.loads(state_file.read_text())
+    del state["config"]["warmup_steps"]  # written before the setting existed
+    state_file.write_text(json.dumps(state))
+    assert len(_run(tiny_model_dir, tmp_path, 2, resume=True, warmup=0)) == 2
 
 
 def test_equal_reward_groups_never_reach_a_forward_pass(

@@ -133,8 +133,12 @@ def load(
             "resume with its environment or start a new --out"
         )
     now = json.loads(json.dumps(config.as_dict()))
+    # A setting newer than the checkpoint ran at its default, which keeps the old behaviour.
+    default = json.loads(json.dumps(TrainConfig().as_dict()))
     changed = sorted(
-        k for k in now if k not in RESUMABLE_CHANGES and saved.get(k) != now[k]
+        k
+        for k in now
+        if k not in RESUMABLE_CHANGES and saved.get(k, default[k]) != now[k]
     )
     if changed:
         raise TrainerError(

@@ -31,9 +31,8 @@ class TrainConfig:
     max_total_tokens: int = 4096
     temperature: float = 1.0
     learning_rate: float = 1e-5
-    warmup_steps: int = (
-        0  # GRPO optimizer steps over which the learning rate rises to it
-    )
+    # GRPO optimizer steps over which the learning rate rises linearly to learning_rate
+    warmup_steps: int = 0
     weight_decay: float = 0.0
     clip_epsilon: float = 0.2
     kl_beta: float = 0.0
