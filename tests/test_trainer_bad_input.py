@@ -196,12 +196,13 @@ def test_config_file_settings_apply_and_flags_override_them(
         f"env: {PACKAGE}\nmodel: {tiny_model_dir}\nout: {out}\n"
         "iterations: 3\ngroups: 1\ngroup-size: 2\nmax_new_tokens: 4\nmax_turns: 1\n"
         "lora_rank: 4\nmax_total_tokens: 100000\nlearning_rate: 1e-4\n"
-        "lora_target_modules: [q_proj, v_proj]\n"
+        "lora_target_modules: [q_proj, v_proj]\ngradient_checkpointing: false\n"
     )
     assert main(["train", "--config", str(config), "--iterations", "1"]) == 0
     saved = json.loads((out / "trace.json").read_text())["training"]["config"]
     assert saved["iterations"] == 1 and saved["learning_rate"] == 1e-4
     assert saved["lora_target_modules"] == ["q_proj", "v_proj"]
+    assert saved["gradient_checkpointing"] is False
 
 
 @pytest.mark.parametrize(
@@ -325,6 +326,7 @@ def test_report_to_tensorboard_writes_events_and_a_missing_library_is_named(
         ("lora_target_modules: 5\n", "lora_target_modules must be text"),
         ("lora_target_modules: [q_proj, [k_proj]]\n", "must be a list of names"),
         ("force: 'false'\n", "force must be true or false"),
+        ("gradient_checkpointing: 1\n", "gradient_checkpointing must be true or false"),
         ("iterations: 1.7\n", "iterations must be a whole number"),
         (
             "iterations: [&a [x, x, x, x, x, x, x, x, x], [*a, *a, *a, *a, *a, *a, *a],"

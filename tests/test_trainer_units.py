@@ -581,6 +581,36 @@ def test_an_optimizer_step_inside_one_bf16_context_is_seen_by_the_next_pass(
     assert losses[1] != losses[0]  # a stale cached cast gives the very same loss
 
 
+def test_gradient_checkpointing_off_keeps_activations_and_the_same_gradients(
+    tiny_model_dir,
+) -> None:
+    """--no-gradient-checkpointing trades memory for time only: same loss, same gradients."""
+    from trainer.models import load_base, with_lora
+    from trainer.optimize import token_logprobs
+
+    tokens = torch.randint(0, 200, (2, 12))
+    mask, attention = torch.ones(2, 12), torch.ones_like(tokens)
+    gradients = {}
+    for on in (True, False):
+        base, _ = load_base(str(tiny_model_dir))
+        model = with_lora(base, TrainConfig(lora_rank=4, gradient_checkpointing=on))
+        recomputing = [
+            m
+            for m in model.modules()
+            if getattr(m, "gradient_checkpointing", False) is True
+        ]
+        assert bool(recomputing) == on
+        model.train()
+        (-token_logprobs(model, tokens, attention, 1.0, mask).sum()).backward()
+        gradients[on] = [p.grad.clone() for p in model.parameters() if p.requires_grad]
+    for with_, without in zip(gradients[True], gradients[False], strict=True):
+        torch.testing.assert_close(with_, without)
+    with pytest.raises(
+        TrainerError, match="gradient-checkpointing must be true or false"
+    ):
+        TrainConfig(gradient_checkpointing="no")
+
+
 def test_sampled_log_probs_are_the_policys_own(tiny_model_dir) -> None:
     """The sampler's log-probs equal a fresh pass over the finished sequences, so GRPO's
     first ratio is exactly 1: left padding, rows that stop early and leave the batch,

@@ -19,7 +19,12 @@ from trainer.config import TrainConfig
 from trainer.errors import TrainerError, first_line
 
 # Settings a resumed run may change (to extend a run, or to run with other hardware).
-RESUMABLE_CHANGES = {"iterations", "generation_batch_size", "backend"}
+RESUMABLE_CHANGES = {
+    "iterations",
+    "generation_batch_size",
+    "backend",
+    "gradient_checkpointing",
+}
 
 
 def _folder(out: Path) -> Path:

@@ -195,7 +195,7 @@ def with_lora(base: Any, config: TrainConfig) -> Any:
 
     Only the adapter trains; its weights are float32 even over bfloat16 base
     weights (peft's `autocast_adapter_dtype`), so optimizer steps keep full precision.
-    The decoder is gradient-checkpointed.
+    The decoder is gradient-checkpointed unless `config.gradient_checkpointing` is off.
     """
     import torch
     from peft import LoraConfig, get_peft_model
@@ -219,7 +219,7 @@ def with_lora(base: Any, config: TrainConfig) -> Any:
         bias="none",
         task_type="CAUSAL_LM",
     )
-    if base.supports_gradient_checkpointing:
+    if config.gradient_checkpointing and base.supports_gradient_checkpointing:
         # Decoder layers keep only their inputs and recompute the rest in the
         # backward pass: the update's memory no longer grows with layers x tokens
         # x MLP width. It applies in train mode only, so sampling keeps its cache.
