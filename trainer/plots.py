@@ -12,6 +12,7 @@ def plot_learning_curve(metrics: list[dict[str, Any]], path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     iterations = [m["iteration"] for m in metrics]
     figure, axes = plt.subplots(figsize=(7, 4))
@@ -31,6 +32,7 @@ def plot_learning_curve(metrics: list[dict[str, Any]], path: Path) -> None:
         label="dropped groups",
     )
     axes.set_xlabel("iteration")
+    axes.xaxis.set_major_locator(MaxNLocator(integer=True))
     axes.set_ylim(-0.05, 1.05)
     axes.set_title("GRPO learning curve")
     axes.legend()
@@ -53,6 +55,7 @@ def plot_evaluations(
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     figure, (left, right) = plt.subplots(
         1, 2, figsize=(11, 4), gridspec_kw={"width_ratios": [1, 1.3]}
@@ -78,6 +81,7 @@ def plot_evaluations(
     right.plot(iterations, [1 - m["dropped_groups"] for m in rows], linestyle=":",
                marker=".", label="informative groups")  # fmt: skip
     right.set_xlabel("GRPO iteration")
+    right.xaxis.set_major_locator(MaxNLocator(integer=True))
     right.set_ylim(-0.05, 1.05)
     right.set_title("GRPO training batches")
     right.legend()
