@@ -27,15 +27,17 @@ def decode_rate(model, prompt: list[int], batch: int, steps: int) -> float:
     """Tokens/s of `steps` cached decode steps for `batch` copies of `prompt` (after prefill)."""
     import torch
 
+    from trainer.models import cache_kwargs, returned_cache
+
     ids = torch.tensor([prompt] * batch)
     with torch.no_grad():
         out = model(input_ids=ids, use_cache=True, logits_to_keep=1)
-        cache, token = out.past_key_values, out.logits[:, -1].argmax(-1, keepdim=True)
+        cache, token = returned_cache(out), out.logits[:, -1].argmax(-1, keepdim=True)
         began = time.perf_counter()
         for _ in range(steps):
-            out = model(input_ids=token, past_key_values=cache, use_cache=True)
+            out = model(input_ids=token, **cache_kwargs(cache), use_cache=True)
             cache, token = (
-                out.past_key_values,
+                returned_cache(out),
                 out.logits[:, -1].argmax(-1, keepdim=True),
             )
         return batch * steps / (time.perf_counter() - began)

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from router.prompt import RoutingPrompt
+from trainer.models import cache_kwargs, returned_cache
 
 # A content-free task for contextual calibration (Zhao et al., 2021).
 CONTENT_FREE = [
@@ -74,9 +75,9 @@ class LabelScorer:
         )
         if cached:
             with frozen(model):
-                self.prefix_cache = model(
-                    input_ids=self._tensor(prompt.prefix_ids), use_cache=True
-                ).past_key_values
+                self.prefix_cache = returned_cache(
+                    model(input_ids=self._tensor(prompt.prefix_ids), use_cache=True)
+                )
         self.calibration: torch.Tensor | None = None
 
     def _tensor(self, ids: list[int]) -> torch.Tensor:
@@ -90,12 +91,12 @@ class LabelScorer:
             return self.policies[key]
         output = self.model(
             input_ids=self._tensor(policy_ids),
-            past_key_values=copy.deepcopy(self.prefix_cache),
+            **cache_kwargs(copy.deepcopy(self.prefix_cache)),
             use_cache=True,
             output_hidden_states=True,
             logits_to_keep=1,
         )
-        entry = (output.past_key_values, output.hidden_states[-1][0].float().sum(0))
+        entry = (returned_cache(output), output.hidden_states[-1][0].float().sum(0))
         self.policies[key] = entry
         if len(self.policies) > self.POLICIES:
             self.policies.popitem(last=False)
@@ -108,7 +109,7 @@ class LabelScorer:
                 cache, policy_sum = self._policy(policy_ids)
                 output = self.model(
                     input_ids=self._tensor(request_ids),
-                    past_key_values=copy.deepcopy(cache),
+                    **cache_kwargs(copy.deepcopy(cache)),
                     use_cache=True,
                     output_hidden_states=True,
                     logits_to_keep=1,

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from trainer.models import pad_id
+from trainer.models import cache_kwargs, pad_id, returned_cache
 from trainer.rollout import Sample
 
 STOP_STRINGS = ("</tool_call>",)
@@ -193,10 +193,10 @@ class TransformersGenerator:
             input_ids=torch.tensor([tokens[start:]], device=device),
             attention_mask=torch.ones(1, len(tokens), dtype=torch.long, device=device),
             position_ids=torch.arange(start, len(tokens), device=device)[None],
-            past_key_values=cache, use_cache=True, logits_to_keep=1,
+            **cache_kwargs(cache), use_cache=True, logits_to_keep=1,
         )  # fmt: skip
         self.encoded += len(tokens) - start
-        return _kept(output.past_key_values, 0, tokens), output.logits[0, -1]
+        return _kept(returned_cache(output), 0, tokens), output.logits[0, -1]
 
     def _prefill(
         self, prompts: Sequence[list[int]], previous: Sequence[_Kept]
@@ -287,7 +287,7 @@ class TransformersGenerator:
             last = last + 1
             output = self.model(
                 input_ids=token, attention_mask=attention, position_ids=last,
-                past_key_values=cache, use_cache=True,
+                **cache_kwargs(cache), use_cache=True,
             )  # fmt: skip
             logits = output.logits[:, -1]
         return [

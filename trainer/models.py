@@ -6,6 +6,7 @@ then cached as safetensors), or a Hugging Face id (needs the hub).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import shutil
@@ -20,6 +21,30 @@ from trainer.errors import TrainerError, first_line
 
 log = logging.getLogger("trainer.models")
 GGUF_CACHE = Path.home() / ".cache" / "trace-factory" / "gguf"
+
+
+@functools.cache
+def _cache_name() -> str:
+    from packaging.version import Version
+    from transformers import __version__
+
+    return (
+        "cache" if Version(__version__) >= Version("5.24.0.dev0") else "past_key_values"
+    )
+
+
+def cache_kwargs(cache: Any) -> dict[str, Any]:
+    """The forward keyword that passes a KV cache, under this transformers' name.
+
+    transformers 5.24 renamed `past_key_values` to `cache` (the old name warns
+    and goes in 5.40); the project supports versions on both sides.
+    """
+    return {_cache_name(): cache}
+
+
+def returned_cache(output: Any) -> Any:
+    """The KV cache a forward returned, under this transformers' name."""
+    return getattr(output, _cache_name())
 
 
 def _from_gguf(path: Path) -> Path:
