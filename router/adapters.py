@@ -17,6 +17,7 @@ from router.capabilities import CapabilitySet
 from router.errors import RouterError
 from router.modes import Route
 from router.prompt import BASE
+from trainer.models import peft_quietly
 
 MAX_MIXES = 8  # weighted mixes kept loaded (least recently used ones are deleted)
 
@@ -30,11 +31,14 @@ class AdapterBank:
         self.capabilities = capabilities
         first, *rest = capabilities.capabilities
         try:
-            self.model = PeftModel.from_pretrained(
-                base, first.path, adapter_name=first.name
-            )
-            for capability in rest:
-                self.model.load_adapter(capability.path, adapter_name=capability.name)
+            with peft_quietly():
+                self.model = PeftModel.from_pretrained(
+                    base, first.path, adapter_name=first.name
+                )
+                for capability in rest:
+                    self.model.load_adapter(
+                        capability.path, adapter_name=capability.name
+                    )
         except (ValueError, RuntimeError, KeyError, OSError) as exc:
             raise RouterError(
                 f"an adapter in {capabilities.folder} does not load on this base model ({exc}); "

@@ -6,12 +6,14 @@ then cached as safetensors), or a Hugging Face id (needs the hub).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import logging
 import shutil
 import tempfile
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -215,6 +217,17 @@ def mixed_precision(precision: str, model: Any) -> Any:
     )
 
 
+@contextlib.contextmanager
+def peft_quietly() -> Iterator[None]:
+    """Silence peft's read of transformers' deprecated `is_gradient_checkpointing`.
+
+    The FutureWarning is about peft's code, not the user's, and would show on every run.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "`is_gradient_checkpointing`", FutureWarning)
+        yield
+
+
 def with_lora(base: Any, config: TrainConfig) -> Any:
     """The base model wrapped with a fresh LoRA adapter drawn from `config.seed`.
 
@@ -258,9 +271,7 @@ def with_lora(base: Any, config: TrainConfig) -> Any:
                 gradient_checkpointing_kwargs={"use_reentrant": False}
             )
     torch.manual_seed(config.seed)  # LoRA A is drawn at random: --seed must fix it
-    with warnings.catch_warnings():
-        # peft still reads transformers' deprecated `is_gradient_checkpointing`.
-        warnings.filterwarnings("ignore", "`is_gradient_checkpointing`", FutureWarning)
+    with peft_quietly():
         return get_peft_model(base, lora)
 
 
@@ -275,7 +286,8 @@ def load_adapter(base: Any, adapter: str) -> Any:
                 f"--adapter: {folder} has no {name}; give a folder written by `trainer train`"
             )
     try:
-        return PeftModel.from_pretrained(base, folder)
+        with peft_quietly():
+            return PeftModel.from_pretrained(base, folder)
     except Exception as exc:  # noqa: BLE001 - peft and safetensors raise many kinds
         raise TrainerError(
             f"--adapter: {folder} is broken or does not fit this base model "
