@@ -9,7 +9,9 @@ its own:
   and the full log-softmax (as `update_memory.py`'s reference);
 - trainer: the trainer as it is (cache kept across turns, checkpointed decoder,
   chunked head on trained positions);
-- no checkpointing: the trainer with `--no-gradient-checkpointing`.
+- no checkpointing: the trainer with `--no-gradient-checkpointing`;
+- micro-batches: the trainer with `--micro-batch-size 1` (one row per pass,
+  gradients accumulated over the minibatch).
 
 Every group is counted informative (advantages +1, -1, ... in each group), so the
 update trains on all G x K episodes, as in an iteration where every group's
@@ -32,7 +34,7 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ARMS = ("previous", "trainer", "no checkpointing")
+ARMS = ("previous", "trainer", "no checkpointing", "micro-batches")
 
 
 def every_group_informative(rewards, epsilon):
@@ -64,7 +66,8 @@ def measure(arm: str, args: argparse.Namespace) -> dict[str, float]:
         minibatch_size=4, lora_rank=lora["r"], lora_alpha=lora["lora_alpha"],
         lora_target_modules=tuple(sorted(lora["target_modules"])),
         precision=args.precision, tool_format="compact",
-        gradient_checkpointing=arm == "trainer",
+        gradient_checkpointing=arm in ("trainer", "micro-batches"),
+        micro_batch_size=1 if arm == "micro-batches" else 0,
     )  # fmt: skip
     grpo.group_advantages = every_group_informative
     with tempfile.TemporaryDirectory() as out:
@@ -121,7 +124,11 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=96)
     parser.add_argument("--max-total-tokens", type=int, default=8192)
     parser.add_argument("--precision", default="fp32")
-    parser.add_argument("--arms", default=",".join(ARMS), help="comma-separated")
+    parser.add_argument(
+        "--arms",
+        default=",".join(ARMS),
+        help="comma-separated; the first is the reference of the ratios",
+    )
     parser.add_argument("--arm", choices=ARMS, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, default=None, help="also write JSON here")
     args = parser.parse_args()
@@ -149,18 +156,15 @@ def main() -> None:
             sys.exit(f"{arm}: {done.stderr.strip().splitlines()[-1:]}")
         figures[arm] = json.loads(done.stdout.strip().splitlines()[-1])
         print(f"{arm:>16}: {figures[arm]}", flush=True)
-    if "previous" in figures:
-        for arm in ARMS[1:]:
-            if arm in figures:
-                ratio = figures["previous"]["seconds"] / figures[arm]["seconds"]
-                memory = (
-                    figures[arm]["peak_rss_mb"] / figures["previous"]["peak_rss_mb"]
-                )
-                figures[f"{arm} speed-up"] = ratio
-                figures[f"{arm} memory ratio"] = memory
-                print(
-                    f"{arm}: iteration {ratio:.2f}x faster, peak memory {memory:.2f}x"
-                )
+    reference, *others = args.arms.split(",")
+    for arm in others:
+        ratio = figures[reference]["seconds"] / figures[arm]["seconds"]
+        memory = figures[arm]["peak_rss_mb"] / figures[reference]["peak_rss_mb"]
+        figures[f"{arm} speed-up"] = ratio
+        figures[f"{arm} memory ratio"] = memory
+        print(
+            f"{arm} against {reference}: {ratio:.2f}x faster, peak memory {memory:.2f}x"
+        )
     if args.out is not None:
         args.out.write_text(json.dumps(figures, indent=2) + "\n")
 

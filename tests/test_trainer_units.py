@@ -384,6 +384,50 @@ def test_warm_up_raises_the_learning_rate_linearly_and_continues_after_a_resume(
     assert plain.param_groups[0]["lr"] == 0.1
 
 
+def test_micro_batches_take_the_same_optimizer_step_as_one_pass(tiny_model_dir) -> None:
+    """--micro-batch-size lowers peak memory only: the same step, loss and gradient norm."""
+    import random
+
+    from trainer.losses import grpo_loss
+    from trainer.models import load_base, with_lora
+    from trainer.optimize import Row, batch_logprobs, optimize
+
+    generator = torch.Generator().manual_seed(0)
+    rows = []
+    for length, advantage in ((9, 1.0), (14, -0.5), (6, 0.7), (11, -1.2), (8, 0.3)):
+        tokens = torch.randint(0, 200, (length,), generator=generator).tolist()
+        mask = [0] * 3 + [1] * (length - 3)  # different trained lengths per row
+        old = (-torch.rand(length, generator=generator)).tolist()
+        rows.append(Row(tokens, mask, old, advantage))
+    results = {}
+    for micro in (0, 2):
+        base, _ = load_base(str(tiny_model_dir))
+        model = with_lora(base, TrainConfig(lora_rank=4))
+        optimizer = torch.optim.AdamW(
+            [p for p in model.parameters() if p.requires_grad], lr=1e-2
+        )
+
+        def objective(batch, model=model):
+            logprobs = batch_logprobs(model, batch, 1.0)
+            return grpo_loss(
+                logprobs, batch.old_logprobs, batch.mask, batch.advantages, 0.2
+            )
+
+        stats = optimize(
+            model, optimizer, rows, objective, minibatch_size=5, epochs=1,
+            max_grad_norm=1.0, pad=0, rng=random.Random(0), desc="test",
+            micro_batch_size=micro,
+        )  # fmt: skip
+        weights = [p.detach().clone() for p in model.parameters() if p.requires_grad]
+        results[micro] = (stats, weights)
+    (whole, whole_weights), (micro, micro_weights) = results[0], results[2]
+    assert micro["loss"] == pytest.approx(whole["loss"], abs=1e-6)
+    assert micro["grad_norm"] == pytest.approx(whole["grad_norm"], rel=1e-4)
+    assert 0 <= micro["clip_fraction"] <= 1  # averaged over passes by row share
+    for one, other in zip(whole_weights, micro_weights, strict=True):
+        torch.testing.assert_close(one, other, rtol=1e-4, atol=1e-6)
+
+
 def test_mcnemar_power_matches_simulated_paired_tests() -> None:
     rng = np.random.default_rng(0)
     seeds, before, after, trials = 24, 0.2, 0.6, 1500

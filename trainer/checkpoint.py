@@ -24,6 +24,7 @@ RESUMABLE_CHANGES = {
     "generation_batch_size",
     "backend",
     "gradient_checkpointing",
+    "micro_batch_size",
 }
 
 

@@ -41,6 +41,8 @@ TRAIN_SETTINGS: dict[str, str] = {
     "advantage_epsilon": "eps in A = (r - mean) / (std + eps)",
     "max_grad_norm": "gradient clipping norm",
     "minibatch_size": "episodes per optimizer step",
+    "micro_batch_size": "episodes per forward/backward pass, gradients accumulated over "
+    "the minibatch: the same step at lower peak memory (0: the whole minibatch at once)",
     "epochs": "passes over an iteration's episodes",
     "lora_rank": "LoRA rank r (vLLM serves r <= 16 by default)",
     "lora_alpha": "LoRA alpha (scale alpha / r)",

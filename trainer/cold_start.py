@@ -119,6 +119,7 @@ def run(
         rows,
         loss_of,
         minibatch_size=config.minibatch_size,
+        micro_batch_size=config.micro_batch_size,
         epochs=config.cold_start_epochs,
         max_grad_norm=config.max_grad_norm,
         pad=pad,

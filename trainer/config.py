@@ -39,6 +39,9 @@ class TrainConfig:
     advantage_epsilon: float = 1e-4
     max_grad_norm: float = 1.0
     minibatch_size: int = 8
+    # Rows per forward/backward pass, gradients accumulated over the minibatch
+    # (0: the whole minibatch in one pass); the same gradient at lower peak memory.
+    micro_batch_size: int = 0
     epochs: int = 1
     lora_rank: int = 16
     lora_alpha: int = 32

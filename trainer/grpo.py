@@ -184,6 +184,7 @@ def train(
             began = time.perf_counter()
             stats = optimize(
                 model, optimizer, rows, objective, minibatch_size=config.minibatch_size,
+                micro_batch_size=config.micro_batch_size,
                 epochs=config.epochs, max_grad_norm=config.max_grad_norm, pad=pad, rng=rng,
                 desc="update", warmup_steps=config.warmup_steps,
             )  # fmt: skip

@@ -175,11 +175,15 @@ def optimize(
     rng: random.Random,
     desc: str,
     warmup_steps: int = 0,
+    micro_batch_size: int = 0,
 ) -> dict[str, Any]:
     """`epochs` x minibatches of `loss_of` steps; mean loss per epoch, grad norm, stats.
 
     With `warmup_steps`, the learning rate rises linearly over the optimizer's first
-    steps (`warm_up`)."""
+    steps (`warm_up`). With `micro_batch_size`, each minibatch runs in passes of that
+    many rows, each loss weighted by its share of the rows: both losses are means
+    over rows, so the accumulated gradient is the whole minibatch's (statistics such
+    as the clip fraction are averaged over the passes by the same shares)."""
     device = next(p for p in model.parameters() if p.requires_grad).device
     trainable = [p for p in model.parameters() if p.requires_grad]
     steps = distributed.max_over_ranks(-(-len(rows) // minibatch_size))
@@ -203,10 +207,19 @@ def optimize(
                 for i in order[step * minibatch_size : (step + 1) * minibatch_size]
             ]
             if chosen:
-                loss, extra = loss_of(Batch.of(chosen, pad, device))
-                loss.backward()
-                losses.append(float(loss.detach()))
-                stats.append(extra)
+                size = micro_batch_size or len(chosen)
+                step_loss, parts = 0.0, []
+                for start in range(0, len(chosen), size):
+                    part = chosen[start : start + size]
+                    share = len(part) / len(chosen)
+                    loss, extra = loss_of(Batch.of(part, pad, device))
+                    (loss * share).backward()
+                    step_loss += share * float(loss.detach())
+                    parts.append((share, extra))
+                losses.append(step_loss)
+                stats.append(
+                    {key: sum(s * e[key] for s, e in parts) for key in parts[0][1]}
+                )
             distributed.average_gradients(trainable)
             norm = float(torch.nn.utils.clip_grad_norm_(trainable, max_grad_norm))
             if math.isfinite(norm):  # a non-finite gradient would poison the adapter

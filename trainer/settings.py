@@ -34,6 +34,7 @@ RANGES: dict[str, tuple[float, float, str]] = {
     "advantage_epsilon": (1e-12, 1.0, "a number in (0, 1]"),
     "max_grad_norm": (1e-12, 1e6, "a positive number"),
     "minibatch_size": (1, 10**6, "an integer >= 1"),
+    "micro_batch_size": (0, 10**6, "an integer >= 0 (0: the whole minibatch)"),
     "epochs": (1, 10**4, "an integer >= 1"),
     "lora_rank": (1, 512, "an integer in [1, 512] (vLLM's largest rank)"),
     "lora_alpha": (1e-6, 1e6, "a positive number"),
@@ -50,6 +51,7 @@ INTEGERS = {
     "iterations", "groups", "group_size", "max_new_tokens", "max_turns",
     "max_total_tokens", "minibatch_size", "epochs", "lora_rank", "generation_batch_size",
     "cold_start", "cold_start_epochs", "seed", "episodes", "warmup_steps",
+    "micro_batch_size",
 }  # fmt: skip
 
 
