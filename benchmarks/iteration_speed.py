@@ -144,13 +144,16 @@ def main() -> None:
         "settings": {k: str(v) for k, v in vars(args).items() if k != "arm"}
     }
     for arm in args.arms.split(","):
-        child = [sys.executable, __file__, "--arm", arm, "--model", args.model,
-                 "--adapter", args.adapter, "--env", args.env,
-                 "--chat-template", args.chat_template,
-                 "--groups", str(args.groups), "--group-size", str(args.group_size),
-                 "--turns", str(args.turns), "--max-new-tokens", str(args.max_new_tokens),
-                 "--max-total-tokens", str(args.max_total_tokens),
-                 "--precision", args.precision]  # fmt: skip
+        # The child takes this command's own options, then its arm and the model found.
+        child = [
+            sys.executable,
+            __file__,
+            *sys.argv[1:],
+            "--arm",
+            arm,
+            "--model",
+            args.model,
+        ]
         done = subprocess.run(child, capture_output=True, text=True)
         if done.returncode != 0:
             sys.exit(f"{arm}: {done.stderr.strip().splitlines()[-1:]}")

@@ -261,7 +261,7 @@ def _commands() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPar
         action=argparse.BooleanOptionalAction,
         default=DEFAULTS.gradient_checkpointing,
         help="recompute decoder activations in the update's backward pass: about 0.3x "
-        "its peak memory for 1.3x its time (off: faster where memory is plentiful)",
+        "its peak memory (off: faster on short rows only; see README)",
     )
     train.add_argument(
         "--resume", action="store_true", help="continue from the checkpoint in --out"
