@@ -5,10 +5,14 @@ from the same adapter, seed and settings, in its own process so its peak RSS is
 its own:
 
 - previous: every turn's prompt encoded whole (`reuse=False`), the update without
-  decoder checkpointing and with the LM head on the union of trained positions
-  and the full log-softmax (as `update_memory.py`'s reference);
+  decoder checkpointing, every row encoded whole (no shared prefix) and with the
+  LM head on the union of trained positions and the full log-softmax (as
+  `update_memory.py`'s reference); with `--precision bf16`, the base weights
+  stored in float32 under bfloat16 autocast, as bf16 ran before (every pass
+  re-casts them);
 - trainer: the trainer as it is (cache kept across turns, checkpointed decoder,
-  chunked head on trained positions);
+  the minibatch's shared prompt prefix encoded once, chunked head on trained
+  positions, base weights stored in bfloat16 with `--precision bf16`);
 - no checkpointing: the trainer with `--no-gradient-checkpointing`;
 - micro-batches: the trainer with `--micro-batch-size 1` (one row per pass,
   gradients accumulated over the minibatch).
@@ -86,6 +90,9 @@ def measure(arm: str, args: argparse.Namespace) -> dict[str, float]:
             from update_memory import union_logprobs
 
             optimize.token_logprobs = union_logprobs
+            optimize._prefix = lambda model, rows: None
+            if args.precision == "bf16":
+                run.model.float()  # bf16 as before: fp32 weights, cast on every pass
             run.generator = TransformersGenerator(
                 run.model, run.tokenizer, config.generation_batch_size, reuse=False
             )

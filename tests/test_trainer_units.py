@@ -765,3 +765,91 @@ def test_the_evaluation_plot_draws_every_point_with_its_interval(
     ((x, y, (below, above)),) = drawn
     assert x == [0, 1] and y == [0.4, 0.6]
     assert below == pytest.approx([0.15, 0.18]) and above == pytest.approx([0.18, 0.15])
+
+
+@pytest.mark.parametrize(
+    ("sliding_window", "checkpointing", "micro"),
+    [(None, True, 0), (None, False, 2), (6, True, 2), (6, False, 0)],
+)
+def test_a_shared_prefix_encoded_once_gives_every_row_its_own_gradient(
+    tmp_path, sliding_window, checkpointing, micro
+) -> None:
+    """The update's shared-prefix pass (trainer.shared_prefix) is exact: the same loss,
+    gradient and step as running every row whole, with sliding-window layers (the
+    prefix longer than the window), checkpointed or not, in one pass or several."""
+    import random
+
+    from trainer.losses import grpo_loss
+    from trainer.models import load_base, with_lora
+    from trainer.optimize import Row, batch_logprobs, optimize
+    from trainer.shared_prefix import shared_length
+    from trainer.tiny import build_tiny_model
+
+    folder = build_tiny_model(tmp_path / "m", layers=4, sliding_window=sliding_window)
+    generator = torch.Generator().manual_seed(1)
+    prefix = torch.randint(0, 200, (20,), generator=generator).tolist()
+    rows = []
+    for extra, trained, advantage in (
+        (3, 6, 1.0),
+        (5, 9, -0.5),
+        (2, 4, 0.7),
+        (0, 7, -1.2),
+    ):
+        tokens = (
+            prefix
+            + torch.randint(0, 200, (extra + trained,), generator=generator).tolist()
+        )
+        mask = [0] * (len(prefix) + extra) + [1] * trained
+        old = (-torch.rand(len(tokens), generator=generator)).tolist()
+        rows.append(Row(tokens, mask, old, advantage))
+    assert shared_length([(r.tokens, r.mask) for r in rows]) == len(prefix) - 1
+    results = {}
+    for share in (False, True):
+        base, _ = load_base(str(folder))
+        model = with_lora(
+            base, TrainConfig(lora_rank=4, gradient_checkpointing=checkpointing)
+        )
+        optimizer = torch.optim.AdamW(
+            [p for p in model.parameters() if p.requires_grad], lr=1e-2
+        )
+        used = []
+
+        def objective(batch, model=model, used=used):
+            used.append(batch.prefix is not None)
+            logprobs = batch_logprobs(model, batch, 0.9)
+            reference = batch_logprobs(model, batch, 0.9, prefix=False)
+            loss, extra = grpo_loss(
+                logprobs, batch.old_logprobs, batch.mask, batch.advantages, 0.2,
+                reference.detach(), 0.1,
+            )  # fmt: skip
+            return loss, extra
+
+        stats = optimize(
+            model, optimizer, rows, objective, minibatch_size=4, epochs=2,
+            max_grad_norm=1.0, pad=0, rng=random.Random(0), desc="test",
+            micro_batch_size=micro, share_prefix=share,
+        )  # fmt: skip
+        assert set(used) == {share}
+        weights = [p.detach().clone() for p in model.parameters() if p.requires_grad]
+        results[share] = (stats, weights)
+    (whole, whole_weights), (shared, shared_weights) = results[False], results[True]
+    assert shared["epoch_losses"] == pytest.approx(whole["epoch_losses"], abs=1e-5)
+    assert shared["grad_norm"] == pytest.approx(whole["grad_norm"], rel=1e-4)
+    for one, other in zip(whole_weights, shared_weights, strict=True):
+        torch.testing.assert_close(one, other, rtol=1e-4, atol=1e-6)
+
+
+def test_the_shared_prefix_stops_before_the_first_trained_token() -> None:
+    from trainer.shared_prefix import shared_length
+
+    assert (
+        shared_length(
+            [([1, 2, 3, 4, 5], [0, 0, 0, 1, 1]), ([1, 2, 3, 4, 6], [0, 0, 0, 0, 1])]
+        )
+        == 2
+    )
+    assert (
+        shared_length([([1, 2, 3, 4], [0, 0, 0, 1]), ([1, 9, 3, 4], [0, 0, 0, 1])]) == 1
+    )
+    assert shared_length([([1, 2], [1, 1]), ([1, 2], [1, 1])]) == 0
+    assert shared_length([([1, 2, 3], [0, 0, 0]), ([1, 2, 3], [0, 0, 0])]) == 2

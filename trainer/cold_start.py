@@ -125,4 +125,5 @@ def run(
         pad=pad,
         rng=rng,
         desc="cold start",
+        share_prefix=config.lora_dropout == 0,
     )["epoch_losses"]

@@ -117,7 +117,9 @@ def train(
         reference = None
         if config.kl_beta > 0:
             with torch.no_grad(), model.disable_adapter():
-                reference = batch_logprobs(model, batch, config.temperature)
+                reference = batch_logprobs(
+                    model, batch, config.temperature, prefix=False
+                )
         return grpo_loss(
             logprobs,
             batch.old_logprobs,
@@ -187,6 +189,7 @@ def train(
                 micro_batch_size=config.micro_batch_size,
                 epochs=config.epochs, max_grad_norm=config.max_grad_norm, pad=pad, rng=rng,
                 desc="update", warmup_steps=config.warmup_steps,
+                share_prefix=config.lora_dropout == 0,
             )  # fmt: skip
             row = {
                 "iteration": iteration + 1,

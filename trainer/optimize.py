@@ -21,6 +21,12 @@ import torch.utils.checkpoint
 from tqdm import tqdm
 
 from trainer import distributed
+from trainer.shared_prefix import (
+    MIN_SHARED_TOKENS,
+    SharedPrefix,
+    shared_length,
+    supported,
+)
 
 
 @dataclass(frozen=True)
@@ -44,20 +50,33 @@ def _pad(
 
 @dataclass
 class Batch:
-    """Right-padded tensors of a minibatch of rows."""
+    """Right-padded tensors of a minibatch of rows.
+
+    With a shared `prefix`, the tensors hold each row after it: the prefix was
+    encoded once (`SharedPrefix`) and every trained token lies after it.
+    """
 
     tokens: torch.Tensor
     attention: torch.Tensor
     mask: torch.Tensor
     old_logprobs: torch.Tensor
     advantages: torch.Tensor
+    prefix: SharedPrefix | None = None
 
     @classmethod
-    def of(cls, rows: Sequence[Row], pad: int, device: Any) -> Batch:
+    def of(
+        cls,
+        rows: Sequence[Row],
+        pad: int,
+        device: Any,
+        prefix: SharedPrefix | None = None,
+    ) -> Batch:
+        cut = prefix.length if prefix is not None else 0
+
         def tensor(
             values: list[list[float]], fill: float, dtype: torch.dtype
         ) -> torch.Tensor:
-            return _pad(values, fill, dtype).to(device)
+            return _pad([v[cut:] for v in values], fill, dtype).to(device)
 
         return cls(
             tokens=tensor([r.tokens for r in rows], pad, torch.long),
@@ -71,6 +90,7 @@ class Batch:
             advantages=torch.tensor(
                 [r.advantage for r in rows], dtype=torch.float32, device=device
             ),
+            prefix=prefix,
         )
 
 
@@ -104,6 +124,7 @@ def token_logprobs(
     attention: torch.Tensor,
     temperature: float,
     mask: torch.Tensor,
+    prefix: SharedPrefix | None = None,
 ) -> torch.Tensor:
     """log pi(token_t | tokens_<t) [B, T], logits scaled by 1/T, at the positions `mask` marks.
 
@@ -111,13 +132,16 @@ def token_logprobs(
     positions of each row, in chunks of HEAD_CHUNK that are recomputed in the
     backward pass (activation checkpointing), so the [B, T, V] logits, which
     dominate time and memory at Gemma's 262k-token vocabulary, never exist.
-    Other positions get 0.
+    Other positions get 0. With a `prefix`, `tokens` are the rows after it.
     """
     rows, columns = mask[:, 1:].nonzero(as_tuple=True)  # position t predicts t + 1
     decoder, head = model.get_decoder(), model.get_output_embeddings()
-    hidden = decoder(
-        input_ids=tokens, attention_mask=attention, use_cache=False
-    ).last_hidden_state
+    if prefix is not None:
+        hidden = prefix.hidden(tokens, attention)
+    else:
+        hidden = decoder(
+            input_ids=tokens, attention_mask=attention, use_cache=False
+        ).last_hidden_state
     picked_hidden, targets = hidden[rows, columns], tokens[rows, columns + 1]
     softcap = getattr(model.config, "final_logit_softcapping", None)
     pieces = [
@@ -138,9 +162,21 @@ def token_logprobs(
     return out
 
 
-def batch_logprobs(model: Any, batch: Batch, temperature: float) -> torch.Tensor:
-    """`token_logprobs` of a minibatch at its trained positions."""
-    return token_logprobs(model, batch.tokens, batch.attention, temperature, batch.mask)
+def batch_logprobs(
+    model: Any, batch: Batch, temperature: float, prefix: bool = True
+) -> torch.Tensor:
+    """`token_logprobs` of a minibatch at its trained positions.
+
+    `prefix=False` is for a pass under other weights (the KL reference with the
+    adapter disabled): the shared prefix was encoded with the adapter, so that
+    pass encodes it again under its own weights, once, without gradients.
+    """
+    shared = batch.prefix
+    if shared is not None and not prefix:
+        shared = SharedPrefix(model, shared.tokens)
+    return token_logprobs(
+        model, batch.tokens, batch.attention, temperature, batch.mask, shared
+    )
 
 
 Loss = Callable[[Batch], tuple[torch.Tensor, dict[str, float]]]
@@ -162,6 +198,16 @@ def warm_up(optimizer: torch.optim.Optimizer, warmup_steps: int) -> None:
         group["lr"] = initial * min(1.0, (taken + 1) / warmup_steps)
 
 
+def _prefix(model: Any, rows: Sequence[Row]) -> SharedPrefix | None:
+    """The rows' shared prefix encoded once, when it is long enough to be worth it."""
+    if len(rows) < 2 or not supported(model):
+        return None
+    length = shared_length([(r.tokens, r.mask) for r in rows])
+    if length < MIN_SHARED_TOKENS:
+        return None
+    return SharedPrefix(model, rows[0].tokens[:length])
+
+
 def optimize(
     model: Any,
     optimizer: torch.optim.Optimizer,
@@ -176,6 +222,7 @@ def optimize(
     desc: str,
     warmup_steps: int = 0,
     micro_batch_size: int = 0,
+    share_prefix: bool = True,
 ) -> dict[str, Any]:
     """`epochs` x minibatches of `loss_of` steps; mean loss per epoch, grad norm, stats.
 
@@ -183,7 +230,10 @@ def optimize(
     steps (`warm_up`). With `micro_batch_size`, each minibatch runs in passes of that
     many rows, each loss weighted by its share of the rows: both losses are means
     over rows, so the accumulated gradient is the whole minibatch's (statistics such
-    as the clip fraction are averaged over the passes by the same shares)."""
+    as the clip fraction are averaged over the passes by the same shares). With
+    `share_prefix`, the prompt prefix a minibatch's rows share is encoded once for
+    all its passes (`trainer.shared_prefix`): the same gradient, less work. It
+    needs deterministic passes (no LoRA dropout: one draw would serve every row)."""
     device = next(p for p in model.parameters() if p.requires_grad).device
     trainable = [p for p in model.parameters() if p.requires_grad]
     steps = distributed.max_over_ranks(-(-len(rows) // minibatch_size))
@@ -208,14 +258,17 @@ def optimize(
             ]
             if chosen:
                 size = micro_batch_size or len(chosen)
+                prefix = _prefix(model, chosen) if share_prefix else None
                 step_loss, parts = 0.0, []
                 for start in range(0, len(chosen), size):
                     part = chosen[start : start + size]
                     share = len(part) / len(chosen)
-                    loss, extra = loss_of(Batch.of(part, pad, device))
+                    loss, extra = loss_of(Batch.of(part, pad, device, prefix))
                     (loss * share).backward()
                     step_loss += share * float(loss.detach())
                     parts.append((share, extra))
+                if prefix is not None:
+                    prefix.backward()
                 losses.append(step_loss)
                 stats.append(
                     {key: sum(s * e[key] for s, e in parts) for key in parts[0][1]}
