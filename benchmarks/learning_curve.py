@@ -97,6 +97,12 @@ def main() -> None:
     parser.add_argument("--cold-start-epochs", type=int, default=2)
     parser.add_argument("--cold-start-learning-rate", type=float, default=5e-4)
     parser.add_argument("--minibatch-size", type=int, default=4)
+    parser.add_argument(
+        "--generation-batch-size",
+        type=int,
+        default=64,
+        help="most episodes sampled in one batch (evaluation's memory grows with it)",
+    )
     parser.add_argument("--tool-format", default="compact")
     parser.add_argument("--precision", default="bf16")
     parser.add_argument(
@@ -142,7 +148,7 @@ def main() -> None:
         learning_rate=args.learning_rate,
         warmup_steps=args.warmup_steps,
         minibatch_size=args.minibatch_size,
-        generation_batch_size=max(args.groups * args.group_size, args.eval_episodes),
+        generation_batch_size=args.generation_batch_size,
         tool_format=args.tool_format,
         cold_start=args.cold_start,
         cold_start_epochs=args.cold_start_epochs,

@@ -23,9 +23,13 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
-def union_logprobs(model, tokens, attention, temperature, mask):
-    """The previous method: LM head on the union of trained positions, full log-softmax."""
+def union_logprobs(model, tokens, attention, temperature, mask, prefix=None):
+    """The previous method: LM head on the union of trained positions, full log-softmax.
+
+    Whole rows only: the previous method had no shared prefix (`prefix` is None)."""
     import torch
+
+    assert prefix is None, "the previous method encodes whole rows"
 
     needed = mask[:, 1:].any(dim=0).nonzero().squeeze(-1)
     logits = (
