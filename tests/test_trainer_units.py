@@ -853,3 +853,23 @@ def test_the_shared_prefix_stops_before_the_first_trained_token() -> None:
     )
     assert shared_length([([1, 2], [1, 1]), ([1, 2], [1, 1])]) == 0
     assert shared_length([([1, 2, 3], [0, 0, 0]), ([1, 2, 3], [0, 0, 0])]) == 2
+
+
+def test_rows_run_whole_where_transformers_would_drop_the_prefix_cache(
+    tiny_model_dir, monkeypatch
+) -> None:
+    """Before `_can_checkpoint_with_cache`, checkpointed layers drop any cache: the
+    suffixes would attend to nothing, so the prefix is not shared there."""
+    from transformers.modeling_layers import GradientCheckpointingLayer
+
+    from trainer.models import load_base, with_lora
+    from trainer.shared_prefix import supported
+
+    base, _ = load_base(str(tiny_model_dir))
+    checkpointed = with_lora(base, TrainConfig(lora_rank=4))
+    assert supported(checkpointed)
+    monkeypatch.delattr(GradientCheckpointingLayer, "_can_checkpoint_with_cache")
+    assert not supported(checkpointed)
+    base, _ = load_base(str(tiny_model_dir))
+    plain = with_lora(base, TrainConfig(lora_rank=4, gradient_checkpointing=False))
+    assert supported(plain)

@@ -48,14 +48,22 @@ def shared_length(rows: Sequence[tuple[list[int], list[int]]]) -> int:
 
 
 def supported(model: Any) -> bool:
-    """Whether this transformers keeps a cache in checkpointed decoder layers.
+    """Whether the prefix can be shared: plain key-value attention, and a cache kept
+    in checkpointed decoder layers.
 
     transformers from 5.2x lets a layer marked `_can_checkpoint_with_cache` keep
     it; older versions drop every cache under gradient checkpointing, and the
-    suffixes would silently attend to nothing, so they run whole rows instead.
+    suffixes would silently attend to nothing. Models with other cache layers
+    (linear attention, quantised caches) run whole rows too.
     """
+    from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer
     from transformers.modeling_layers import GradientCheckpointingLayer
 
+    layers = _dynamic_cache(model.config).layers
+    if not layers or any(
+        type(layer) not in (DynamicLayer, DynamicSlidingWindowLayer) for layer in layers
+    ):
+        return False
     checkpointed = any(
         getattr(m, "gradient_checkpointing", False) is True for m in model.modules()
     )
