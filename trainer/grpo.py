@@ -12,6 +12,8 @@ The whole algorithm is in this file, CleanRL style:
                    L = -mean_i 1/|o_i| sum_t min(rho_t A_i, clip(rho_t, 1-e, 1+e) A_i)
                        + beta * KL(pi || pi_base)        (k3 estimator, beta = 0 by default)
                    AdamW step with gradient clipping              (optimize.optimize)
+                   (the prompt prefix a minibatch's rows share is encoded once,
+                   forward and backward: the same gradient   (shared_prefix))
         checkpoint adapter, optimizer, RNG states, iteration, metrics
 """
 
