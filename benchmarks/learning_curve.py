@@ -16,9 +16,11 @@ and cached by the trainer).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -64,6 +66,51 @@ def sft_control(run, config, cold_adapter: dict, metrics: list[dict]) -> None:
                 random.Random(config.seed),
             )
     print(f"SFT control: {steps} supervised steps, as many as GRPO applied", flush=True)
+
+
+def write_summary(
+    env_id: str,
+    model_name: str,
+    config: Any,
+    points: list[dict],
+    metrics: list[dict],
+    started: float,
+    out: Path,
+) -> None:
+    """Write learning_curve.json with the points measured so far and their paired tests.
+
+    Called after every evaluation point, so a run cut off before its end keeps
+    what it measured (written to a temporary file, then moved into place).
+    """
+    from trainer.checkpoint import record
+    from trainer.evaluation import mcnemar
+
+    # Paired on the same evaluation seeds: each point against the one before it,
+    # and GRPO against its control (both from the cold start, same optimizer steps).
+    pairs = list(itertools.pairwise(points))
+    by_point = {row["point"]: row for row in points}
+    if "SFT control" in by_point:
+        pairs[-1] = (by_point["SFT control"], by_point["after GRPO"])
+    tests = {
+        f"{b['point']} vs {a['point']}": mcnemar(b["outcomes"], a["outcomes"])
+        for a, b in pairs
+    }
+    for name, test in tests.items():
+        print(f"{name}: exact McNemar {test}")
+    record(
+        out,
+        "learning_curve.json",
+        {
+            "env": env_id,
+            "model": model_name,
+            "config": config.as_dict(),
+            "points": points,
+            "paired_tests": tests,
+            "iterations": len(metrics),
+            "metrics": metrics,
+            "seconds": time.perf_counter() - started,
+        },
+    )
 
 
 def main() -> None:
@@ -132,7 +179,7 @@ def main() -> None:
     from peft import get_peft_model_state_dict
 
     from trainer.config import EVAL_SEED_BASE, TrainConfig
-    from trainer.evaluation import evaluate, mcnemar
+    from trainer.evaluation import evaluate
     from trainer.models import mixed_precision
     from trainer.plots import plot_evaluations
     from trainer.run import open_run
@@ -184,6 +231,9 @@ def main() -> None:
             "minutes": (time.perf_counter() - started) / 60,
         }
         points.append(row)
+        write_summary(
+            run.handle.env_id, model_name, config, points, [], started, args.out
+        )
         low, high = row["success_ci95"]
         print(
             f"{point:<17} success {row['success_rate']:.3f} [{low:.3f}, {high:.3f}]  "
@@ -218,32 +268,12 @@ def main() -> None:
         sft_control(run, config, cold_adapter, metrics)
         with mixed_precision(config.precision, run.model):
             measure("SFT control")
-    # Paired on the same evaluation seeds: each point against the one before it,
-    # and GRPO against its control (both from the cold start, same optimizer steps).
-    pairs = list(zip(points, points[1:], strict=False))
-    by_point = {row["point"]: row for row in points}
-    if "SFT control" in by_point:
-        pairs[-1] = (by_point["SFT control"], by_point["after GRPO"])
-    tests = {
-        f"{b['point']} vs {a['point']}": mcnemar(b["outcomes"], a["outcomes"])
-        for a, b in pairs
-    }
-    for name, test in tests.items():
-        print(f"{name}: exact McNemar {test}")
-    summary = {
-        "env": run.handle.env_id,
-        "model": model_name,
-        "config": config.as_dict(),
-        "points": points,
-        "paired_tests": tests,
-        "iterations": len(metrics),
-        "metrics": metrics,
-        "seconds": time.perf_counter() - started,
-    }
-    (args.out / "learning_curve.json").write_text(json.dumps(summary, indent=2) + "\n")
+    write_summary(
+        run.handle.env_id, model_name, config, points, metrics, started, args.out
+    )
     plot_evaluations(points, metrics, args.out / "evaluation.png")
     print(
-        f"{len(metrics)} iterations in {summary['seconds'] / 60:.1f} min; evaluation "
+        f"{len(metrics)} iterations in {(time.perf_counter() - started) / 60:.1f} min; evaluation "
         f"points: {args.out / 'evaluation.png'}; training: {args.out / 'learning_curve.png'}"
     )
 
