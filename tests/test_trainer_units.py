@@ -147,6 +147,47 @@ def test_mask_covers_exactly_the_sampled_tokens(tiny_tokenizer) -> None:
     assert episode.done and episode.turns == 2 and episode.reward == 0.0
 
 
+def test_collect_counts_finished_episodes_on_its_progress_bar(
+    tiny_tokenizer, monkeypatch
+) -> None:
+    bars = []
+
+    class Bar:
+        def __init__(self, **kwargs) -> None:
+            self.kwargs, self.n, self.closed = kwargs, 0, False
+            bars.append(self)
+
+        def update(self, n: int) -> None:
+            self.n += n
+
+        def close(self) -> None:
+            self.closed = True
+
+    monkeypatch.setattr("trainer.rollout.tqdm", Bar)
+    handle = resolve_env(str(ROOT / "generated_envs" / "date_time_recovery"))
+    replies = [
+        '<tool_call>{"name": "get_current_timestamp", "arguments": {}}</tool_call>',
+        "All set.",
+    ]
+    limits = RolloutLimits(max_turns=5, max_total_tokens=100_000)
+    collect(
+        handle, ScriptedGenerator(tiny_tokenizer, replies), tiny_tokenizer,
+        [1, 2, 3], 2, limits, progress="evaluation",
+    )  # fmt: skip
+    collect(
+        handle,
+        ScriptedGenerator(tiny_tokenizer, replies),
+        tiny_tokenizer,
+        [1],
+        1,
+        limits,
+    )
+    shown, quiet = bars
+    assert shown.kwargs["desc"] == "evaluation" and shown.kwargs["total"] == 6
+    assert shown.n == 6 and shown.closed and shown.kwargs["disable"] is None
+    assert quiet.kwargs["disable"] is True
+
+
 def _hang(*args, **kwargs):
     import time
 

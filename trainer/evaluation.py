@@ -89,7 +89,9 @@ def evaluate(
     seeds = [seed_base + i for i in range(episodes)]
     played = [
         g[0]
-        for g in collect(handle, generator, tokenizer, seeds, 1, limits, tool_format)
+        for g in collect(
+            handle, generator, tokenizer, seeds, 1, limits, tool_format, "evaluation"
+        )
     ]
     success = confidence_interval([float(e.success) for e in played])
     reward = confidence_interval([e.reward for e in played])

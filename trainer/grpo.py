@@ -172,7 +172,7 @@ def train(
             seeds = [config.train_seed(iteration, g) for g in range(config.groups)]
             groups = collect(
                 handle, generator, tokenizer, seeds[rank::world], config.group_size,
-                limits, config.tool_format,
+                limits, config.tool_format, "rollouts",
             )  # fmt: skip
             rollout_seconds = time.perf_counter() - began
             rewards = torch.tensor([[e.reward for e in group] for group in groups])

@@ -15,7 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from trainer import env_calls
+from tqdm import tqdm
+
+from trainer import distributed, env_calls
 from trainer.chat import ChatFormat
 from trainer.envs import EnvHandle
 from trainer.errors import TrainerError
@@ -174,10 +176,12 @@ def collect(
     group_size: int,
     limits: RolloutLimits,
     tool_format: str = "json",
+    progress: str | None = None,
 ) -> list[Group]:
     """Run K episodes per seed to the end; return one group of K episodes per seed.
 
-    `tool_format` is how tools are listed when the chat template has no tool role.
+    `tool_format` is how tools are listed when the chat template has no tool role;
+    `progress` names a bar of finished episodes (shown on a terminal, rank 0 only).
     """
     groups: list[Group] = []
     chats: dict[int, ChatFormat] = {}
@@ -191,8 +195,16 @@ def collect(
                 chat = chats[id(episode)] = opened
             group.append(episode)
         groups.append(group)
+    episodes = [e for g in groups for e in g]
+    bar = tqdm(
+        total=len(episodes),
+        desc=progress,
+        unit="episode",
+        leave=False,
+        disable=progress is None or distributed.rank() != 0 or None,
+    )
     resume = False  # the first turn's prompts extend nothing sampled before
-    while active := [e for g in groups for e in g if not e.done]:
+    while active := [e for e in episodes if not e.done]:
         samples = generator.generate(
             [e.tokens for e in active],
             limits.max_new_tokens,
@@ -202,6 +214,8 @@ def collect(
         resume = True
         for episode, sample in zip(active, samples, strict=True):
             _advance(episode, sample, chats[id(episode)], limits)
+        bar.update(sum(e.done for e in active))
+    bar.close()
     return groups
 
 
