@@ -148,7 +148,14 @@ def main() -> None:
         "--generation-batch-size",
         type=int,
         default=64,
-        help="most episodes sampled in one batch (evaluation's memory grows with it)",
+        help="most episodes sampled in one batch",
+    )
+    parser.add_argument(
+        "--concurrent-episodes",
+        type=int,
+        default=0,
+        help="evaluation episodes played together (each keeps its KV cache between "
+        "turns, so memory grows with this; 0: all at once, as every committed result ran)",
     )
     parser.add_argument("--tool-format", default="compact")
     parser.add_argument("--precision", default="bf16")
@@ -227,6 +234,7 @@ def main() -> None:
                 config.rollout_limits(),
                 EVAL_SEED_BASE,
                 config.tool_format,
+                args.concurrent_episodes,
             ),
             "minutes": (time.perf_counter() - started) / 60,
         }

@@ -68,6 +68,7 @@ def test_bad_numbers_are_refused_before_any_model_loads(
         (["--temperature", "0"], "--temperature"),
         (["--max-new-tokens", "0"], "--max-new-tokens"),
         (["--episodes", "0"], "--episodes"),
+        (["--concurrent-episodes", "-1"], "--concurrent-episodes"),
     ],
 )
 def test_eval_refuses_limits_that_cannot_run(extra, needle, capsys) -> None:

@@ -16,7 +16,7 @@ from trainer.chat import ChatFormat
 from trainer.config import EVAL_SEED_BASE, TrainConfig
 from trainer.envs import resolve_env
 from trainer.errors import TrainerError
-from trainer.evaluation import confidence_interval, mcnemar, mcnemar_power
+from trainer.evaluation import confidence_interval, evaluate, mcnemar, mcnemar_power
 from trainer.generation import VLLMGenerator
 from trainer.losses import group_advantages, grpo_loss
 from trainer.parsing import parse_tool_calls, to_action
@@ -186,6 +186,36 @@ def test_collect_counts_finished_episodes_on_its_progress_bar(
     assert shown.kwargs["desc"] == "evaluation" and shown.kwargs["total"] == 6
     assert shown.n == 6 and shown.closed and shown.kwargs["disable"] is None
     assert quiet.kwargs["disable"] is True
+
+
+def test_evaluation_plays_its_seeds_in_waves_of_concurrent_episodes(
+    tiny_tokenizer,
+) -> None:
+    """Each wave's episodes keep their caches; no more than `concurrent` are played at once."""
+    handle = resolve_env(str(ROOT / "generated_envs" / "date_time_recovery"))
+    replies = [
+        '<tool_call>{"name": "get_current_timestamp", "arguments": {}}</tool_call>'
+    ]
+    limits = RolloutLimits(max_turns=2, max_total_tokens=100_000)
+    batches = []
+
+    class Counting(ScriptedGenerator):
+        def generate(self, prompts, *args, **kwargs):
+            batches.append(len(prompts))
+            return super().generate(prompts, *args, **kwargs)
+
+    report = evaluate(handle, Counting(tiny_tokenizer, replies), tiny_tokenizer, 5, limits, 7,
+                      concurrent=2)  # fmt: skip
+    # Waves of 2, 2 and 1 episodes, two turns each (the first of a wave opens it).
+    assert batches == [2, 2, 2, 2, 1, 1]
+    assert report["episodes"] == len(report["outcomes"]) == 5 and report["seeds"] == [
+        7,
+        11,
+    ]
+    everything = evaluate(
+        handle, Counting(tiny_tokenizer, replies), tiny_tokenizer, 5, limits, 7
+    )
+    assert batches[6:] == [5, 5] and everything["outcomes"] == report["outcomes"]
 
 
 def _hang(*args, **kwargs):

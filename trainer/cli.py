@@ -128,6 +128,7 @@ def _eval(arguments: argparse.Namespace) -> int:
 
     _need(arguments, "env", "model")
     check("episodes", arguments.episodes)
+    check("concurrent_episodes", arguments.concurrent_episodes)
     limits = RolloutLimits(
         arguments.max_turns,
         arguments.max_new_tokens,
@@ -167,6 +168,7 @@ def _eval(arguments: argparse.Namespace) -> int:
             limits,
             EVAL_SEED_BASE,
             tool_format,
+            arguments.concurrent_episodes,
         )
     report.update(
         {
@@ -281,6 +283,13 @@ def _commands() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPar
     )
     evaluate.add_argument(
         "--episodes", type=int, default=50, help="evaluation seeds, one episode each"
+    )
+    evaluate.add_argument(
+        "--concurrent-episodes",
+        type=int,
+        default=64,
+        help="episodes played together (each keeps its KV cache between turns, so "
+        "memory grows with this; 0: all at once)",
     )
     evaluate.set_defaults(run=_eval)
     return parser, {"train": train, "eval": evaluate}

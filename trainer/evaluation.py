@@ -80,19 +80,36 @@ def evaluate(
     limits: RolloutLimits,
     seed_base: int,
     tool_format: str = "json",
+    concurrent: int = 0,
 ) -> dict[str, Any]:
     """Success rate and mean reward with 95% intervals on evaluation seeds (one episode each).
 
+    Episodes run in waves of `concurrent` (0: all at once): each episode keeps its
+    KV cache between turns, so a wave's size bounds evaluation's memory.
     `outcomes` lists each seed's success, so two reports on the same seeds can be
     compared with `mcnemar`.
     """
     seeds = [seed_base + i for i in range(episodes)]
-    played = [
-        g[0]
-        for g in collect(
-            handle, generator, tokenizer, seeds, 1, limits, tool_format, "evaluation"
+    wave = concurrent or episodes
+    starts = range(0, episodes, wave)
+    played = []
+    for number, start in enumerate(starts, 1):
+        progress = (
+            f"evaluation {number}/{len(starts)}" if len(starts) > 1 else "evaluation"
         )
-    ]
+        played += [
+            group[0]
+            for group in collect(
+                handle,
+                generator,
+                tokenizer,
+                seeds[start : start + wave],
+                1,
+                limits,
+                tool_format,
+                progress,
+            )
+        ]
     success = confidence_interval([float(e.success) for e in played])
     reward = confidence_interval([e.reward for e in played])
     return {

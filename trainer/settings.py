@@ -46,12 +46,13 @@ RANGES: dict[str, tuple[float, float, str]] = {
     "seed": (0, 2**63 - 1, "an integer >= 0"),
     "step_timeout": (0.001, 86400, "seconds in (0, 86400]"),
     "episodes": (1, 10**6, "an integer >= 1"),
+    "concurrent_episodes": (0, 10**6, "an integer >= 0 (0: all at once)"),
 }
 INTEGERS = {
     "iterations", "groups", "group_size", "max_new_tokens", "max_turns",
     "max_total_tokens", "minibatch_size", "epochs", "lora_rank", "generation_batch_size",
     "cold_start", "cold_start_epochs", "seed", "episodes", "warmup_steps",
-    "micro_batch_size",
+    "micro_batch_size", "concurrent_episodes",
 }  # fmt: skip
 
 
