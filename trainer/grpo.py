@@ -42,7 +42,9 @@ from trainer.rollout import Ending, Generator, Group, collect
 
 
 class _Stop:
-    """SIGTERM / Ctrl-C: finish nothing more, the last checkpoint stands."""
+    """SIGTERM / Ctrl-C: the iteration under way finishes and checkpoints, no other starts.
+
+    A second signal raises `Interrupted` at once; the last checkpoint stands."""
 
     def __init__(self) -> None:
         self.signal: int | None = None
