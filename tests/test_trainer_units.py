@@ -171,9 +171,14 @@ def test_collect_counts_finished_episodes_on_its_progress_bar(
     ]
     limits = RolloutLimits(max_turns=5, max_total_tokens=100_000)
     collect(
-        handle, ScriptedGenerator(tiny_tokenizer, replies), tiny_tokenizer,
-        [1, 2, 3], 2, limits, progress="evaluation",
-    )  # fmt: skip
+        handle,
+        ScriptedGenerator(tiny_tokenizer, replies),
+        tiny_tokenizer,
+        [1, 2, 3],
+        2,
+        limits,
+        progress="evaluation",
+    )
     collect(
         handle,
         ScriptedGenerator(tiny_tokenizer, replies),
@@ -208,10 +213,8 @@ def test_evaluation_plays_its_seeds_in_waves_of_concurrent_episodes(
                       concurrent=2)  # fmt: skip
     # Waves of 2, 2 and 1 episodes, two turns each (the first of a wave opens it).
     assert batches == [2, 2, 2, 2, 1, 1]
-    assert report["episodes"] == len(report["outcomes"]) == 5 and report["seeds"] == [
-        7,
-        11,
-    ]
+    assert report["episodes"] == len(report["outcomes"]) == 5
+    assert report["seeds"] == [7, 11]
     everything = evaluate(
         handle, Counting(tiny_tokenizer, replies), tiny_tokenizer, 5, limits, 7
     )
