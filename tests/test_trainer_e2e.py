@@ -203,6 +203,38 @@ def test_sigterm_stops_after_the_checkpoint_and_exits_143(
     assert json.loads((out / "checkpoint" / "state.json").read_text())["iteration"] == 2
 
 
+@pytest.mark.parametrize("phase", ["collect", "optimize"])
+def test_sigterm_during_an_iteration_drops_it_and_exports_the_checkpoints_adapter(
+    phase, tiny_model_dir, tmp_path, monkeypatch
+) -> None:
+    real, calls = getattr(grpo, phase), []
+
+    def then_stop(*args, **kwargs):
+        result = real(*args, **kwargs)
+        calls.append(phase)
+        if len(calls) == 2:  # iteration 2, after checkpoint 1: weights moved, then SIGTERM
+            model = args[0] if phase == "optimize" else args[1].model
+            with torch.no_grad():
+                for weight in model.parameters():
+                    if weight.requires_grad:
+                        weight.add_(1.0)
+            os.kill(os.getpid(), signal.SIGTERM)
+        return result
+
+    monkeypatch.setattr(grpo, phase, then_stop)
+    out = tmp_path / "run"
+    assert main(train_command(tiny_model_dir, out, 4)) == 128 + signal.SIGTERM
+    assert len(calls) == 2
+    state = json.loads((out / "checkpoint" / "state.json").read_text())
+    assert state["iteration"] == 1
+    assert json.loads((out / "trace.json").read_text())["training"]["iterations"] == 1
+    exported = load_file(out / "adapter_model.safetensors")
+    saved = load_file(out / "checkpoint" / "adapter" / "adapter_model.safetensors")
+    assert exported.keys() == saved.keys()
+    for key in saved:
+        assert torch.equal(exported[key], saved[key]), key
+
+
 def test_the_same_seed_gives_the_same_adapter(tiny_model_dir, tmp_path) -> None:
     first = _run(tiny_model_dir, tmp_path / "a", 2, seed=7)
     second = _run(tiny_model_dir, tmp_path / "b", 2, seed=7)

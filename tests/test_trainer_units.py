@@ -209,12 +209,16 @@ def test_evaluation_plays_its_seeds_in_waves_of_concurrent_episodes(
             batches.append(len(prompts))
             return super().generate(prompts, *args, **kwargs)
 
+    partial = []
     report = evaluate(handle, Counting(tiny_tokenizer, replies), tiny_tokenizer, 5, limits, 7,
-                      concurrent=2)  # fmt: skip
+                      concurrent=2, on_wave=partial.append)  # fmt: skip
     # Waves of 2, 2 and 1 episodes, two turns each (the first of a wave opens it).
     assert batches == [2, 2, 2, 2, 1, 1]
     assert report["episodes"] == len(report["outcomes"]) == 5
     assert report["seeds"] == [7, 11]
+    # The seeds played so far after each wave but the last, as a report of their own.
+    assert [(p["episodes"], p["seeds"]) for p in partial] == [(2, [7, 8]), (4, [7, 10])]
+    assert partial[-1]["outcomes"] == report["outcomes"][:4]
     everything = evaluate(
         handle, Counting(tiny_tokenizer, replies), tiny_tokenizer, 5, limits, 7
     )

@@ -18,3 +18,7 @@ class Interrupted(BaseException):
     def __init__(self, number: int) -> None:
         super().__init__(number)
         self.number = number
+
+
+class IterationDropped(Interrupted):
+    """A first stop signal during a GRPO iteration: `grpo.train` drops the iteration."""

@@ -7,14 +7,14 @@ two policies are compared on the same seeds with the exact McNemar test.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from factory.analyze.statistics import Z95, wilson
 from trainer.envs import EnvHandle
-from trainer.rollout import Ending, Generator, RolloutLimits, collect
+from trainer.rollout import Ending, Episode, Generator, RolloutLimits, collect
 
 
 def confidence_interval(values: Sequence[float]) -> tuple[float, float, float]:
@@ -81,13 +81,15 @@ def evaluate(
     seed_base: int,
     tool_format: str = "json",
     concurrent: int = 0,
+    on_wave: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Success rate and mean reward with 95% intervals on evaluation seeds (one episode each).
 
     Episodes run in waves of `concurrent` (0: all at once): each episode keeps its
     KV cache between turns, so a wave's size bounds evaluation's memory.
     `outcomes` lists each seed's success, so two reports on the same seeds can be
-    compared with `mcnemar`.
+    compared with `mcnemar`. `on_wave` gets the report on the seeds played so far
+    after every wave but the last, so a long evaluation cut off keeps its waves.
     """
     seeds = [seed_base + i for i in range(episodes)]
     wave = concurrent or episodes
@@ -110,10 +112,17 @@ def evaluate(
                 progress,
             )
         ]
+        if on_wave is not None and len(played) < episodes:
+            on_wave(_report(played, seeds[: len(played)]))
+    return _report(played, seeds)
+
+
+def _report(played: Sequence[Episode], seeds: Sequence[int]) -> dict[str, Any]:
+    """Success and reward with their intervals, and each seed's outcome."""
     success = confidence_interval([float(e.success) for e in played])
     reward = confidence_interval([e.reward for e in played])
     return {
-        "episodes": episodes,
+        "episodes": len(played),
         "success_rate": success[0],
         "success_ci95": [success[1], success[2]],
         "reward_mean": reward[0],

@@ -22,7 +22,8 @@ from __future__ import annotations
 import random
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,7 @@ from tqdm import tqdm
 from trainer import checkpoint, cold_start, distributed
 from trainer.config import TrainConfig
 from trainer.envs import EnvHandle
-from trainer.errors import Interrupted
+from trainer.errors import Interrupted, IterationDropped
 from trainer.losses import group_advantages, grpo_loss
 from trainer.models import pad_id
 from trainer.optimize import Batch, Row, batch_logprobs, optimize
@@ -42,12 +43,16 @@ from trainer.rollout import Ending, Generator, Group, collect
 
 
 class _Stop:
-    """SIGTERM / Ctrl-C: the iteration under way finishes and checkpoints, no other starts.
+    """SIGTERM / Ctrl-C: stop now, with the model as the last checkpoint left it.
 
-    A second signal raises `Interrupted` at once; the last checkpoint stands."""
+    A first signal during an iteration's rollouts or update drops that iteration
+    (see `dropping`); anywhere else (the cold start, a checkpoint being written)
+    the work under way finishes and no iteration starts. A second signal raises
+    `Interrupted` at once; the last checkpoint stands."""
 
     def __init__(self) -> None:
         self.signal: int | None = None
+        self.droppable = False
 
     def __enter__(self) -> _Stop:
         self.previous = {
@@ -59,6 +64,30 @@ class _Stop:
         if self.signal is not None:  # a second signal: stop at once
             raise Interrupted(number)
         self.signal = number
+        if self.droppable:
+            raise IterationDropped(number)
+
+    @contextmanager
+    def dropping(self, model: Any) -> Iterator[None]:
+        """An iteration that a first signal drops: the trainable weights go back to its start.
+
+        So the model exported after a stop is the last checkpoint's, not one half
+        way through an optimizer step. The optimizer and RNG states are left as
+        they are: a stopped run is exported, not continued (--resume reads the
+        checkpoint).
+        """
+        start = [p.detach().clone() for p in model.parameters() if p.requires_grad]
+        try:
+            self.droppable = True
+            yield
+        except IterationDropped:
+            self.droppable = False
+            with torch.no_grad():
+                trainable = [p for p in model.parameters() if p.requires_grad]
+                for weight, saved in zip(trainable, start, strict=True):
+                    weight.copy_(saved)
+        finally:
+            self.droppable = False
 
     def __exit__(self, *exc: object) -> None:
         for number, handler in self.previous.items():
@@ -172,29 +201,33 @@ def train(
             began = time.perf_counter()
             sync_sampler(generator, out, iteration + 1)
             seeds = [config.train_seed(iteration, g) for g in range(config.groups)]
-            groups = collect(
-                handle, generator, tokenizer, seeds[rank::world], config.group_size,
-                limits, config.tool_format, "rollouts",
-            )  # fmt: skip
-            rollout_seconds = time.perf_counter() - began
-            rewards = torch.tensor([[e.reward for e in group] for group in groups])
-            advantages, keep = group_advantages(rewards, config.advantage_epsilon)
-            rows = [
-                Row(e.tokens, e.mask, e.logprobs, float(advantage))
-                for group, group_advantage, kept in zip(
-                    groups, advantages, keep, strict=True
-                )
-                if kept
-                for e, advantage in zip(group, group_advantage, strict=True)
-            ]
-            began = time.perf_counter()
-            stats = optimize(
-                model, optimizer, rows, objective, minibatch_size=config.minibatch_size,
-                micro_batch_size=config.micro_batch_size,
-                epochs=config.epochs, max_grad_norm=config.max_grad_norm, pad=pad, rng=rng,
-                desc="update", warmup_steps=config.warmup_steps,
-                share_prefix=config.lora_dropout == 0,
-            )  # fmt: skip
+            stats: dict[str, Any] | None = None
+            with stop.dropping(model):
+                groups = collect(
+                    handle, generator, tokenizer, seeds[rank::world], config.group_size,
+                    limits, config.tool_format, "rollouts",
+                )  # fmt: skip
+                rollout_seconds = time.perf_counter() - began
+                rewards = torch.tensor([[e.reward for e in group] for group in groups])
+                advantages, keep = group_advantages(rewards, config.advantage_epsilon)
+                rows = [
+                    Row(e.tokens, e.mask, e.logprobs, float(advantage))
+                    for group, group_advantage, kept in zip(
+                        groups, advantages, keep, strict=True
+                    )
+                    if kept
+                    for e, advantage in zip(group, group_advantage, strict=True)
+                ]
+                began = time.perf_counter()
+                stats = optimize(
+                    model, optimizer, rows, objective, minibatch_size=config.minibatch_size,
+                    micro_batch_size=config.micro_batch_size,
+                    epochs=config.epochs, max_grad_norm=config.max_grad_norm, pad=pad,
+                    rng=rng, desc="update", warmup_steps=config.warmup_steps,
+                    share_prefix=config.lora_dropout == 0,
+                )  # fmt: skip
+            if stats is None:  # dropped by a stop signal
+                break
             row = {
                 "iteration": iteration + 1,
                 **distributed.mean_over_ranks(_rollout_stats(groups, keep)),

@@ -1,0 +1,73 @@
+"""benchmarks/learning_curve.py's reuse of an earlier cold-start point and its paired tests."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+
+from tests.conftest import ROOT
+from trainer.config import TrainConfig
+
+_spec = importlib.util.spec_from_file_location(
+    "learning_curve", ROOT / "benchmarks" / "learning_curve.py"
+)
+learning_curve = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(learning_curve)
+
+ENV = "trace/PermissionErrorRecovery-v0"
+
+
+def _earlier(tmp_path, config: TrainConfig, outcomes: list[bool]):
+    path = tmp_path / "learning_curve.json"
+    point = {"point": "after cold start", "outcomes": outcomes}
+    path.write_text(
+        json.dumps({"env": ENV, "config": config.as_dict(), "points": [point]})
+    )
+    return path
+
+
+def test_the_earlier_cold_start_point_is_reused_on_the_first_seeds(tmp_path) -> None:
+    config = TrainConfig(cold_start=24, lora_target_modules=("q_proj", "v_proj"))
+    path = _earlier(tmp_path, config, [True, False, False, True, True])
+    point = learning_curve.earlier_cold_start(path, config, ENV, 4)
+    assert point["outcomes"] == [True, False, False, True]
+    assert point["success_rate"] == 0.5
+    assert point["reused_from"] == str(path)
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [({"cold_start": 12}, "cold_start=24"), ({"seed": 1}, "seed=0"),
+     ({"temperature": 0.7}, "temperature=1.0")],
+)  # fmt: skip
+def test_another_cold_start_or_evaluation_setting_is_refused(
+    tmp_path, change, named
+) -> None:
+    path = _earlier(tmp_path, TrainConfig(cold_start=24), [True] * 4)
+    with pytest.raises(ValueError, match=named):
+        learning_curve.earlier_cold_start(
+            path, TrainConfig(**{"cold_start": 24, **change}), ENV, 4
+        )
+
+
+def test_too_few_earlier_seeds_or_another_env_is_refused(tmp_path) -> None:
+    path = _earlier(tmp_path, TrainConfig(), [True] * 3)
+    with pytest.raises(ValueError, match="on 4 evaluation seeds"):
+        learning_curve.earlier_cold_start(path, TrainConfig(), ENV, 4)
+    with pytest.raises(ValueError, match="not 'trace/Other-v0'"):
+        learning_curve.earlier_cold_start(path, TrainConfig(), "trace/Other-v0", 3)
+
+
+def test_a_point_cut_off_after_some_waves_is_paired_on_the_seeds_it_played(
+    tmp_path, monkeypatch
+) -> None:
+    cold = {"point": "after cold start", "outcomes": [False, False, True, False]}
+    grpo = {"point": "after GRPO", "outcomes": [True, True], "partial": True}
+    learning_curve.write_summary(
+        ENV, "m", TrainConfig(), [cold, grpo], [], 0.0, tmp_path
+    )
+    summary = json.loads((tmp_path / "learning_curve.json").read_text())
+    test = summary["paired_tests"]["after GRPO vs after cold start"]
+    assert (test["only_first"], test["only_second"], test["seeds"]) == (2, 0, 2)
