@@ -13,10 +13,14 @@ and cached by the trainer).
     python benchmarks/learning_curve.py --iterations 6 --eval-episodes 20
 
 A SIGTERM during GRPO exits 143 with the points measured so far (no further
-evaluation). An evaluation in waves (--concurrent-episodes) writes its seeds so far after
-every wave. --cold-start-outcomes reuses the cold-start point of an earlier
-run with the same cold-start and evaluation settings and seed (the cold start
-is deterministic given the seed), so the evaluation time goes to GRPO instead.
+evaluation; one during the cold start or its evaluation lets them finish first).
+An evaluation in waves (--concurrent-episodes) writes its seeds so far after
+every wave. --cold-start-outcomes reuses the cold-start point of an earlier run
+with the same model, cold-start and evaluation settings and seed, so the
+evaluation time goes to GRPO instead: the cold start is deterministic given the
+seed, and where the earlier point recorded its adapter's SHA-256 this run's must
+match. GRPO's own sampling then differs from the earlier run's (the skipped
+evaluation drew no random numbers), so it is another draw of the same procedure.
 """
 
 from __future__ import annotations
@@ -95,18 +99,25 @@ COLD_START_KEYS = (
 )
 
 
-def earlier_cold_start(path: Path, config: Any, env_id: str, episodes: int) -> dict:
+def earlier_cold_start(
+    path: Path, config: Any, env_id: str, model: str, episodes: int
+) -> dict:
     """The "after cold start" point of an earlier learning_curve.json made with these settings.
 
     Raises ValueError naming the first setting that differs: another cold start's
     outcomes could not be paired with this run's.
     """
     from factory.analyze.statistics import wilson
+    from trainer.config import EVAL_SEED_BASE
 
     earlier = json.loads(path.read_text())
     settings = json.loads(json.dumps(config.as_dict()))  # tuples as JSON lists
     if earlier.get("env") != env_id:
         raise ValueError(f"{path} is for {earlier.get('env')!r}, not {env_id!r}")
+    if earlier.get("model") != model:
+        raise ValueError(
+            f"{path} used the model {earlier.get('model')!r}, not {model!r}"
+        )
     for key in COLD_START_KEYS:
         if earlier["config"].get(key) != settings[key]:
             raise ValueError(
@@ -128,8 +139,12 @@ def earlier_cold_start(path: Path, config: Any, env_id: str, episodes: int) -> d
         "episodes": episodes,
         "success_rate": sum(outcomes) / episodes,
         "success_ci95": list(wilson(sum(outcomes), episodes)),
+        "seeds": point.get(
+            "seeds", [EVAL_SEED_BASE, EVAL_SEED_BASE + len(point["outcomes"]) - 1]
+        ),
         "outcomes": outcomes,
         "reused_from": str(path),
+        "adapter_sha256": point.get("adapter_sha256"),
     }
 
 
@@ -140,7 +155,7 @@ def adapter_digest(model: Any) -> str:
     digest = hashlib.sha256()
     for name, tensor in sorted(get_peft_model_state_dict(model).items()):
         digest.update(name.encode())
-        digest.update(tensor.detach().float().contiguous().numpy().tobytes())
+        digest.update(tensor.detach().float().cpu().contiguous().numpy().tobytes())
     return digest.hexdigest()
 
 
@@ -274,6 +289,7 @@ def main() -> None:
     from peft import get_peft_model_state_dict
 
     from trainer.config import EVAL_SEED_BASE, TrainConfig
+    from trainer.errors import Interrupted
     from trainer.evaluation import evaluate
     from trainer.models import mixed_precision
     from trainer.plots import plot_evaluations
@@ -315,7 +331,11 @@ def main() -> None:
     if args.cold_start_outcomes is not None:
         try:
             reused = earlier_cold_start(
-                args.cold_start_outcomes, config, run.handle.env_id, args.eval_episodes
+                args.cold_start_outcomes,
+                config,
+                run.handle.env_id,
+                model_name,
+                args.eval_episodes,
             )
         except (OSError, ValueError, KeyError, TypeError) as error:
             parser.error(f"--cold-start-outcomes: {error}")
@@ -371,9 +391,24 @@ def main() -> None:
             print(f"cold-start adapter sha256 {digest}", flush=True)
             if reused is None:
                 measure("after cold start")
+                points[-1]["adapter_sha256"] = digest
+            elif reused["adapter_sha256"] not in (None, digest):
+                raise SystemExit(
+                    f"learning_curve.py: error: --cold-start-outcomes: this cold start "
+                    f"trained adapter {digest[:16]}, the earlier run "
+                    f"{reused['adapter_sha256'][:16]}: its outcomes cannot be reused"
+                )
             else:
-                points.append(reused)
-            points[-1]["adapter_sha256"] = digest
+                points.append({**reused, "adapter_sha256_this_run": digest})
+            write_summary(
+                run.handle.env_id,
+                model_name,
+                config,
+                points,
+                metrics,
+                started,
+                args.out,
+            )
             # Kept for the control arm: the same compute as supervised steps instead.
             cold_adapter.update(
                 {
@@ -388,17 +423,21 @@ def main() -> None:
     if args.base:
         with mixed_precision(config.precision, run.model), run.model.disable_adapter():
             measure("base model")
-    outcome, _ = run.execute(on_iteration=after_iteration)
-    metrics[:] = outcome.metrics
-    if outcome.stopped_by is not None:
+    try:
+        outcome, _ = run.execute(on_iteration=after_iteration)
+        stopped_by = outcome.stopped_by
+        metrics[:] = outcome.metrics
+    except Interrupted as second:  # a second signal: no export
+        stopped_by = second.number
+    if stopped_by is not None:
         write_summary(
             run.handle.env_id, model_name, config, points, metrics, started, args.out
         )
         print(
-            f"stopped by signal {outcome.stopped_by} after iteration {len(metrics)}: "
+            f"stopped by signal {stopped_by} after iteration {len(metrics)}: "
             f"{args.out / 'learning_curve.json'} holds the points measured so far"
         )
-        raise SystemExit(128 + outcome.stopped_by)
+        raise SystemExit(128 + stopped_by)
     with mixed_precision(config.precision, run.model):
         measure("after GRPO")
     if cold_adapter and args.control:

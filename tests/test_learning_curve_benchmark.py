@@ -25,16 +25,15 @@ ENV = "trace/PermissionErrorRecovery-v0"
 def _earlier(tmp_path, config: TrainConfig, outcomes: list[bool]):
     path = tmp_path / "learning_curve.json"
     point = {"point": "after cold start", "outcomes": outcomes}
-    path.write_text(
-        json.dumps({"env": ENV, "config": config.as_dict(), "points": [point]})
-    )
+    earlier = {"env": ENV, "model": "m", "config": config.as_dict(), "points": [point]}
+    path.write_text(json.dumps(earlier))
     return path
 
 
 def test_the_earlier_cold_start_point_is_reused_on_the_first_seeds(tmp_path) -> None:
     config = TrainConfig(cold_start=24, lora_target_modules=("q_proj", "v_proj"))
     path = _earlier(tmp_path, config, [True, False, False, True, True])
-    point = learning_curve.earlier_cold_start(path, config, ENV, 4)
+    point = learning_curve.earlier_cold_start(path, config, ENV, "m", 4)
     assert point["outcomes"] == [True, False, False, True]
     assert point["success_rate"] == 0.5
     assert point["reused_from"] == str(path)
@@ -51,16 +50,18 @@ def test_another_cold_start_or_evaluation_setting_is_refused(
     path = _earlier(tmp_path, TrainConfig(cold_start=24), [True] * 4)
     with pytest.raises(ValueError, match=named):
         learning_curve.earlier_cold_start(
-            path, TrainConfig(**{"cold_start": 24, **change}), ENV, 4
+            path, TrainConfig(**{"cold_start": 24, **change}), ENV, "m", 4
         )
 
 
-def test_too_few_earlier_seeds_or_another_env_is_refused(tmp_path) -> None:
+def test_too_few_earlier_seeds_another_env_or_model_is_refused(tmp_path) -> None:
     path = _earlier(tmp_path, TrainConfig(), [True] * 3)
     with pytest.raises(ValueError, match="on 4 evaluation seeds"):
-        learning_curve.earlier_cold_start(path, TrainConfig(), ENV, 4)
+        learning_curve.earlier_cold_start(path, TrainConfig(), ENV, "m", 4)
     with pytest.raises(ValueError, match="not 'trace/Other-v0'"):
-        learning_curve.earlier_cold_start(path, TrainConfig(), "trace/Other-v0", 3)
+        learning_curve.earlier_cold_start(path, TrainConfig(), "trace/Other-v0", "m", 3)
+    with pytest.raises(ValueError, match="model 'm', not 'n'"):
+        learning_curve.earlier_cold_start(path, TrainConfig(), ENV, "n", 3)
 
 
 def test_a_point_cut_off_after_some_waves_is_paired_on_the_seeds_it_played(
@@ -90,18 +91,27 @@ def test_a_stopped_run_keeps_its_points_and_exits_143(
 
     monkeypatch.setattr(grpo, "optimize", then_stop)
     out = tmp_path / "curve"
-    monkeypatch.setattr(
-        sys,
-        "argv",
-        ["learning_curve.py", "--model", str(tiny_model_dir), "--chat-template",
-         "chatml", "--no-base", "--precision", "fp32", "--cold-start", "2",
-         "--cold-start-epochs", "1", "--groups", "1", "--group-size", "2",
-         "--eval-episodes", "3", "--iterations", "3", "--max-new-tokens", "4",
-         "--max-turns", "2", "--out", str(out)],
-    )  # fmt: skip
+    command = ["learning_curve.py", "--model", str(tiny_model_dir), "--chat-template",
+               "chatml", "--no-base", "--precision", "fp32", "--cold-start", "2",
+               "--cold-start-epochs", "1", "--groups", "1", "--group-size", "2",
+               "--eval-episodes", "3", "--iterations", "3", "--max-new-tokens", "4",
+               "--max-turns", "2"]  # fmt: skip
+    monkeypatch.setattr(sys, "argv", [*command, "--out", str(out)])
     with pytest.raises(SystemExit) as stopped:
         learning_curve.main()
     assert stopped.value.code == 128 + signal.SIGTERM
     summary = json.loads((out / "learning_curve.json").read_text())
     assert [p["point"] for p in summary["points"]] == ["after cold start"]
     assert summary["iterations"] == 0
+
+    # Its cold-start point is reused only by a cold start that trains the same adapter.
+    summary["points"][0]["adapter_sha256"] = "0" * 64
+    (out / "learning_curve.json").write_text(json.dumps(summary))
+    monkeypatch.setattr(
+        sys,
+        "argv",
+        [*command, "--out", str(tmp_path / "again"), "--cold-start-outcomes",
+         str(out / "learning_curve.json")],
+    )  # fmt: skip
+    with pytest.raises(SystemExit, match="its outcomes cannot be reused"):
+        learning_curve.main()

@@ -85,6 +85,7 @@ def _need(arguments: argparse.Namespace, *names: str) -> None:
 
 
 def _train(arguments: argparse.Namespace) -> int:
+    from trainer import checkpoint
     from trainer.run import open_run
 
     _need(arguments, "env", "model", "out")
@@ -105,7 +106,10 @@ def _train(arguments: argparse.Namespace) -> int:
     if outcome.stopped_by is not None:
         print(
             f"stopped by signal {outcome.stopped_by} after iteration {done}; the checkpoint "
-            f"in {run.out} is complete: continue with --resume",
+            f"in {run.out} is complete: continue with --resume"
+            if checkpoint.exists(run.out)
+            else f"stopped by signal {outcome.stopped_by} before the first checkpoint: "
+            f"the adapter in {run.out} is untrained; run again without --resume",
             file=sys.stderr,
         )
         return 128 + outcome.stopped_by

@@ -22,11 +22,10 @@ from __future__ import annotations
 import random
 import signal
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -41,18 +40,23 @@ from trainer.models import pad_id
 from trainer.optimize import Batch, Row, batch_logprobs, optimize
 from trainer.rollout import Ending, Generator, Group, collect
 
+T = TypeVar("T")
+
 
 class _Stop:
-    """SIGTERM / Ctrl-C: stop now, with the model as the last checkpoint left it.
+    """SIGTERM / Ctrl-C: stop soon, with the model as the last checkpoint left it.
 
-    A first signal during an iteration's rollouts or update drops that iteration
-    (see `dropping`); anywhere else (the cold start, a checkpoint being written)
-    the work under way finishes and no iteration starts. A second signal raises
-    `Interrupted` at once; the last checkpoint stands."""
+    A first signal before or during an iteration's rollouts and update drops that
+    iteration (`unless_stopped`); during the cold start or while a checkpoint is
+    written, that work finishes and no iteration starts. Under torchrun (more
+    than one rank) the iteration under way always finishes: a rank waiting in a
+    collective cannot run a signal handler, so ranks could not drop together.
+    A second signal raises `Interrupted` at once; the last checkpoint stands."""
 
-    def __init__(self) -> None:
+    def __init__(self, droppable: bool) -> None:
         self.signal: int | None = None
-        self.droppable = False
+        self.can_drop = droppable
+        self.dropping = False
 
     def __enter__(self) -> _Stop:
         self.previous = {
@@ -64,30 +68,41 @@ class _Stop:
         if self.signal is not None:  # a second signal: stop at once
             raise Interrupted(number)
         self.signal = number
-        if self.droppable:
+        if self.dropping:
             raise IterationDropped(number)
 
-    @contextmanager
-    def dropping(self, model: Any) -> Iterator[None]:
-        """An iteration that a first signal drops: the trainable weights go back to its start.
+    def check(self) -> None:
+        """Drop the iteration now if a signal came (environment code may swallow the raise)."""
+        if self.dropping and self.signal is not None:
+            raise IterationDropped(self.signal)
+
+    def unless_stopped(
+        self, model: Any, work: Callable[..., T], *args: Any
+    ) -> T | None:
+        """`work(*args)`, or None when a first signal drops it: the trainable weights go back.
 
         So the model exported after a stop is the last checkpoint's, not one half
         way through an optimizer step. The optimizer and RNG states are left as
         they are: a stopped run is exported, not continued (--resume reads the
-        checkpoint).
+        checkpoint). The flag is raised and lowered inside the `try`, so a signal
+        at any moment either drops the whole iteration or lets it finish.
         """
-        start = [p.detach().clone() for p in model.parameters() if p.requires_grad]
+        start = [(p, p.detach().clone()) for p in model.parameters() if p.requires_grad]
         try:
-            self.droppable = True
-            yield
+            self.dropping = self.can_drop
+            self.check()
+            result = work(*args)
+            self.check()
+            self.dropping = False
+            return result
         except IterationDropped:
-            self.droppable = False
+            self.dropping = False
             with torch.no_grad():
-                trainable = [p for p in model.parameters() if p.requires_grad]
-                for weight, saved in zip(trainable, start, strict=True):
+                for weight, saved in start:
                     weight.copy_(saved)
+            return None
         finally:
-            self.droppable = False
+            self.dropping = False
 
     def __exit__(self, *exc: object) -> None:
         for number, handler in self.previous.items():
@@ -163,7 +178,7 @@ def train(
             config.kl_beta,
         )
 
-    with _Stop() as stop:
+    with _Stop(droppable=world == 1) as stop:
         if config.cold_start and not resume:
             rows = cold_start.demonstrations(
                 handle,
@@ -198,16 +213,19 @@ def train(
         for iteration in progress:
             if stop.signal is not None:
                 break
-            began = time.perf_counter()
             sync_sampler(generator, out, iteration + 1)
             seeds = [config.train_seed(iteration, g) for g in range(config.groups)]
-            stats: dict[str, Any] | None = None
-            with stop.dropping(model):
+
+            def rollouts_and_update(
+                seeds: list[int],
+            ) -> tuple[list[Group], torch.Tensor, dict, list]:
+                began = time.perf_counter()
                 groups = collect(
                     handle, generator, tokenizer, seeds[rank::world], config.group_size,
                     limits, config.tool_format, "rollouts",
                 )  # fmt: skip
-                rollout_seconds = time.perf_counter() - began
+                seconds = [time.perf_counter() - began]
+                stop.check()
                 rewards = torch.tensor([[e.reward for e in group] for group in groups])
                 advantages, keep = group_advantages(rewards, config.advantage_epsilon)
                 rows = [
@@ -226,8 +244,13 @@ def train(
                     rng=rng, desc="update", warmup_steps=config.warmup_steps,
                     share_prefix=config.lora_dropout == 0,
                 )  # fmt: skip
-            if stats is None:  # dropped by a stop signal
+                seconds.append(time.perf_counter() - began)
+                return groups, keep, stats, seconds
+
+            done = stop.unless_stopped(model, rollouts_and_update, seeds)
+            if done is None:  # dropped by a stop signal
                 break
+            groups, keep, stats, (rollout_seconds, update_seconds) = done
             row = {
                 "iteration": iteration + 1,
                 **distributed.mean_over_ranks(_rollout_stats(groups, keep)),
@@ -241,7 +264,7 @@ def train(
                     }
                 ),
                 "rollout_seconds": rollout_seconds,
-                "update_seconds": time.perf_counter() - began,
+                "update_seconds": update_seconds,
             }
             outcome.metrics.append(row)
             if rank == 0:
