@@ -134,6 +134,8 @@ def earlier_cold_start(
             f"{path} has no cold-start point on {episodes} evaluation seeds"
         )
     outcomes = point["outcomes"][:episodes]
+    if not all(isinstance(outcome, bool) for outcome in outcomes):
+        raise ValueError(f"{path}: the cold-start outcomes are not all true or false")
     return {
         "point": "after cold start",
         "episodes": episodes,
@@ -289,6 +291,7 @@ def main() -> None:
     from peft import get_peft_model_state_dict
 
     from trainer.config import EVAL_SEED_BASE, TrainConfig
+    from trainer.envs import resolve_env
     from trainer.errors import Interrupted
     from trainer.evaluation import evaluate
     from trainer.models import mixed_precision
@@ -315,6 +318,20 @@ def main() -> None:
         temperature=args.temperature,
         lora_target_modules=tuple(args.lora_target_modules.split(",")),
     )
+    reused = None
+    if args.cold_start_outcomes is not None:
+        try:
+            reused = earlier_cold_start(
+                args.cold_start_outcomes,
+                config,
+                resolve_env(args.env).env_id,
+                model_name,
+                args.eval_episodes,
+            )
+        except (
+            OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError
+        ) as error:  # fmt: skip
+            parser.error(f"--cold-start-outcomes {args.cold_start_outcomes}: {error}")
     run = open_run(
         config,
         args.env,
@@ -327,18 +344,6 @@ def main() -> None:
     points: list[dict] = []
 
     metrics: list[dict] = []
-    reused = None
-    if args.cold_start_outcomes is not None:
-        try:
-            reused = earlier_cold_start(
-                args.cold_start_outcomes,
-                config,
-                run.handle.env_id,
-                model_name,
-                args.eval_episodes,
-            )
-        except (OSError, ValueError, KeyError, TypeError) as error:
-            parser.error(f"--cold-start-outcomes: {error}")
 
     def measure(point: str) -> None:
         """Evaluate the current policy on the evaluation seeds and print the row."""
