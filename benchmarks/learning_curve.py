@@ -107,8 +107,8 @@ def earlier_cold_start(
     Raises ValueError naming the first setting that differs: another cold start's
     outcomes could not be paired with this run's.
     """
-    from factory.analyze.statistics import wilson
     from trainer.config import EVAL_SEED_BASE
+    from trainer.evaluation import confidence_interval
 
     earlier = json.loads(path.read_text())
     settings = json.loads(json.dumps(config.as_dict()))  # tuples as JSON lists
@@ -136,11 +136,12 @@ def earlier_cold_start(
     outcomes = point["outcomes"][:episodes]
     if not all(isinstance(outcome, bool) for outcome in outcomes):
         raise ValueError(f"{path}: the cold-start outcomes are not all true or false")
+    rate, low, high = confidence_interval([float(outcome) for outcome in outcomes])
     return {
         "point": "after cold start",
         "episodes": episodes,
-        "success_rate": sum(outcomes) / episodes,
-        "success_ci95": list(wilson(sum(outcomes), episodes)),
+        "success_rate": rate,
+        "success_ci95": [low, high],
         "seeds": point.get(
             "seeds", [EVAL_SEED_BASE, EVAL_SEED_BASE + len(point["outcomes"]) - 1]
         ),
@@ -342,24 +343,20 @@ def main() -> None:
     )
     started = time.perf_counter()
     points: list[dict] = []
-
     metrics: list[dict] = []
+
+    def save(rows: list[dict]) -> None:
+        """learning_curve.json with these evaluation points and the iterations so far."""
+        write_summary(
+            run.handle.env_id, model_name, config, rows, metrics, started, args.out
+        )
 
     def measure(point: str) -> None:
         """Evaluate the current policy on the evaluation seeds and print the row."""
 
         def keep_wave(report: dict) -> None:
             # Written after every wave, replaced by the next, so a cut-off point keeps its seeds.
-            partial = {"point": point, **report, "partial": True}
-            write_summary(
-                run.handle.env_id,
-                model_name,
-                config,
-                [*points, partial],
-                metrics,
-                started,
-                args.out,
-            )
+            save([*points, {"point": point, **report, "partial": True}])
 
         row = {
             "point": point,
@@ -377,9 +374,7 @@ def main() -> None:
             "minutes": (time.perf_counter() - started) / 60,
         }
         points.append(row)
-        write_summary(
-            run.handle.env_id, model_name, config, points, metrics, started, args.out
-        )
+        save(points)
         low, high = row["success_ci95"]
         print(
             f"{point:<17} success {row['success_rate']:.3f} [{low:.3f}, {high:.3f}]  "
@@ -405,15 +400,7 @@ def main() -> None:
                 )
             else:
                 points.append({**reused, "adapter_sha256_this_run": digest})
-            write_summary(
-                run.handle.env_id,
-                model_name,
-                config,
-                points,
-                metrics,
-                started,
-                args.out,
-            )
+            save(points)
             # Kept for the control arm: the same compute as supervised steps instead.
             cold_adapter.update(
                 {
@@ -431,13 +418,10 @@ def main() -> None:
     try:
         outcome, _ = run.execute(on_iteration=after_iteration)
         stopped_by = outcome.stopped_by
-        metrics[:] = outcome.metrics
     except Interrupted as second:  # a second signal: no export
         stopped_by = second.number
     if stopped_by is not None:
-        write_summary(
-            run.handle.env_id, model_name, config, points, metrics, started, args.out
-        )
+        save(points)
         print(
             f"stopped by signal {stopped_by} after iteration {len(metrics)}: "
             f"{args.out / 'learning_curve.json'} holds the points measured so far"
@@ -449,9 +433,7 @@ def main() -> None:
         sft_control(run, config, cold_adapter, metrics)
         with mixed_precision(config.precision, run.model):
             measure("SFT control")
-    write_summary(
-        run.handle.env_id, model_name, config, points, metrics, started, args.out
-    )
+    save(points)
     plot_evaluations(points, metrics, args.out / "evaluation.png")
     print(
         f"{len(metrics)} iterations in {(time.perf_counter() - started) / 60:.1f} min; evaluation "

@@ -212,9 +212,8 @@ def test_sigterm_during_an_iteration_drops_it_and_exports_the_checkpoints_adapte
     def then_stop(*args, **kwargs):
         result = real(*args, **kwargs)
         calls.append(phase)
-        if (
-            len(calls) == 2
-        ):  # iteration 2, after checkpoint 1: weights moved, then SIGTERM
+        # Iteration 2, after checkpoint 1: the weights move, then a SIGTERM.
+        if len(calls) == 2:
             model = args[0] if phase == "optimize" else args[1].model
             with torch.no_grad():
                 for weight in model.parameters():

@@ -104,14 +104,14 @@ def _train(arguments: argparse.Namespace) -> int:
         return 0 if outcome.stopped_by is None else 128 + outcome.stopped_by
     done = len(outcome.metrics)
     if outcome.stopped_by is not None:
-        print(
-            f"stopped by signal {outcome.stopped_by} after iteration {done}; the checkpoint "
-            f"in {run.out} is complete: continue with --resume"
+        when = (
+            f"after iteration {done}; the checkpoint in {run.out} is complete: "
+            "continue with --resume"
             if checkpoint.exists(run.out)
-            else f"stopped by signal {outcome.stopped_by} before the first checkpoint: "
-            f"the adapter in {run.out} is untrained; run again without --resume",
-            file=sys.stderr,
+            else f"before the first checkpoint: the adapter in {run.out} is untrained; "
+            "run again without --resume"
         )
+        print(f"stopped by signal {outcome.stopped_by} {when}", file=sys.stderr)
         return 128 + outcome.stopped_by
     print(
         f"adapter written to {run.out} ({done} iterations); metrics in {run.out / 'metrics.jsonl'}"

@@ -202,6 +202,38 @@ def train(
                 checkpoint.record(out, "cold_start.json", {"epoch_losses": losses})
             if on_iteration is not None:
                 on_iteration(0, {"cold_start_epoch_losses": losses})
+
+        def rollouts_and_update(
+            seeds: list[int],
+        ) -> tuple[list[Group], torch.Tensor, dict[str, Any], float, float]:
+            """One iteration's rollouts and update; a stop signal may drop it (`_Stop`)."""
+            began = time.perf_counter()
+            groups = collect(
+                handle, generator, tokenizer, seeds[rank::world], config.group_size,
+                limits, config.tool_format, "rollouts",
+            )  # fmt: skip
+            rollout_seconds = time.perf_counter() - began
+            stop.check()
+            rewards = torch.tensor([[e.reward for e in group] for group in groups])
+            advantages, keep = group_advantages(rewards, config.advantage_epsilon)
+            rows = [
+                Row(e.tokens, e.mask, e.logprobs, float(advantage))
+                for group, group_advantage, kept in zip(
+                    groups, advantages, keep, strict=True
+                )
+                if kept
+                for e, advantage in zip(group, group_advantage, strict=True)
+            ]
+            began = time.perf_counter()
+            stats = optimize(
+                model, optimizer, rows, objective, minibatch_size=config.minibatch_size,
+                micro_batch_size=config.micro_batch_size,
+                epochs=config.epochs, max_grad_norm=config.max_grad_norm, pad=pad,
+                rng=rng, desc="update", warmup_steps=config.warmup_steps,
+                share_prefix=config.lora_dropout == 0,
+            )  # fmt: skip
+            return groups, keep, stats, rollout_seconds, time.perf_counter() - began
+
         progress = tqdm(
             range(start, config.iterations),
             initial=start,
@@ -215,42 +247,10 @@ def train(
                 break
             sync_sampler(generator, out, iteration + 1)
             seeds = [config.train_seed(iteration, g) for g in range(config.groups)]
-
-            def rollouts_and_update(
-                seeds: list[int],
-            ) -> tuple[list[Group], torch.Tensor, dict, list]:
-                began = time.perf_counter()
-                groups = collect(
-                    handle, generator, tokenizer, seeds[rank::world], config.group_size,
-                    limits, config.tool_format, "rollouts",
-                )  # fmt: skip
-                seconds = [time.perf_counter() - began]
-                stop.check()
-                rewards = torch.tensor([[e.reward for e in group] for group in groups])
-                advantages, keep = group_advantages(rewards, config.advantage_epsilon)
-                rows = [
-                    Row(e.tokens, e.mask, e.logprobs, float(advantage))
-                    for group, group_advantage, kept in zip(
-                        groups, advantages, keep, strict=True
-                    )
-                    if kept
-                    for e, advantage in zip(group, group_advantage, strict=True)
-                ]
-                began = time.perf_counter()
-                stats = optimize(
-                    model, optimizer, rows, objective, minibatch_size=config.minibatch_size,
-                    micro_batch_size=config.micro_batch_size,
-                    epochs=config.epochs, max_grad_norm=config.max_grad_norm, pad=pad,
-                    rng=rng, desc="update", warmup_steps=config.warmup_steps,
-                    share_prefix=config.lora_dropout == 0,
-                )  # fmt: skip
-                seconds.append(time.perf_counter() - began)
-                return groups, keep, stats, seconds
-
             done = stop.unless_stopped(model, rollouts_and_update, seeds)
             if done is None:  # dropped by a stop signal
                 break
-            groups, keep, stats, (rollout_seconds, update_seconds) = done
+            groups, keep, stats, rollout_seconds, update_seconds = done
             row = {
                 "iteration": iteration + 1,
                 **distributed.mean_over_ranks(_rollout_stats(groups, keep)),
