@@ -18,17 +18,20 @@ An evaluation in waves (--concurrent-episodes) writes its seeds so far after
 every wave. --cold-start-outcomes reuses the cold-start point of an earlier run
 with the same model, cold-start and evaluation settings and seed, so the
 evaluation time goes to GRPO instead: the cold start is deterministic given the
-seed, and where the earlier point recorded its adapter's SHA-256 this run's must
-match. GRPO's own sampling then differs from the earlier run's (the skipped
+seed on the same CPU instruction set and library versions (each run records
+them under "machine"), and the earlier point's adapter SHA-256 must match this
+run's. GRPO's own sampling then differs from the earlier run's (the skipped
 evaluation drew no random numbers), so it is another draw of the same procedure.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import itertools
 import json
+import platform
 import time
 from pathlib import Path
 from typing import Any
@@ -133,6 +136,15 @@ def earlier_cold_start(
         raise ValueError(
             f"{path} has no cold-start point on {episodes} evaluation seeds"
         )
+    if not point.get("adapter_sha256"):
+        # Without it this run cannot show it trained the same adapter: the cold
+        # start is bit-identical only on the same CPU instruction set and library
+        # versions (a run on an AVX-512 machine trained another adapter than the
+        # same command on an AVX2 one).
+        raise ValueError(
+            f"{path} records no SHA-256 of its cold-start adapter, so this run "
+            f"cannot show it trained the same one: drop --cold-start-outcomes"
+        )
     outcomes = point["outcomes"][:episodes]
     if not all(isinstance(outcome, bool) for outcome in outcomes):
         raise ValueError(f"{path}: the cold-start outcomes are not all true or false")
@@ -160,6 +172,33 @@ def adapter_digest(model: Any) -> str:
         digest.update(name.encode())
         digest.update(tensor.detach().float().cpu().contiguous().numpy().tobytes())
     return digest.hexdigest()
+
+
+def machine() -> dict[str, str]:
+    """The CPU and library versions a run's numbers depend on, bit for bit."""
+    import peft
+    import torch
+    import transformers
+
+    flags = set()
+    cpu = platform.processor()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name":
+                cpu = value.strip()
+            elif key.strip() == "flags":
+                flags = set(value.split())
+    isa = next(
+        (f for f in ("avx512_bf16", "avx512f", "avx2") if f in flags), "baseline"
+    )
+    return {
+        "cpu": cpu,
+        "isa": isa,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "peft": peft.__version__,
+    }
 
 
 def write_summary(
@@ -203,6 +242,7 @@ def write_summary(
             "env": env_id,
             "model": model_name,
             "config": config.as_dict(),
+            "machine": machine(),
             "points": points,
             "paired_tests": tests,
             "iterations": len(metrics),
@@ -392,11 +432,13 @@ def main() -> None:
             if reused is None:
                 measure("after cold start")
                 points[-1]["adapter_sha256"] = digest
-            elif reused["adapter_sha256"] not in (None, digest):
+            elif reused["adapter_sha256"] != digest:
                 raise SystemExit(
                     f"learning_curve.py: error: --cold-start-outcomes: this cold start "
                     f"trained adapter {digest[:16]}, the earlier run "
-                    f"{reused['adapter_sha256'][:16]}: its outcomes cannot be reused"
+                    f"{reused['adapter_sha256'][:16]}: its outcomes cannot be reused "
+                    f"(its machine and libraries are in its 'machine' field; this "
+                    f"run's: {json.dumps(machine())})"
                 )
             else:
                 points.append({**reused, "adapter_sha256_this_run": digest})

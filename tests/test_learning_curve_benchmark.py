@@ -22,9 +22,11 @@ _spec.loader.exec_module(learning_curve)
 ENV = "trace/PermissionErrorRecovery-v0"
 
 
-def _earlier(tmp_path, config: TrainConfig, outcomes: list[bool]):
+def _earlier(tmp_path, config: TrainConfig, outcomes: list[bool], digest="a" * 64):
     path = tmp_path / "learning_curve.json"
     point = {"point": "after cold start", "outcomes": outcomes}
+    if digest is not None:
+        point["adapter_sha256"] = digest
     earlier = {"env": ENV, "model": "m", "config": config.as_dict(), "points": [point]}
     path.write_text(json.dumps(earlier))
     return path
@@ -37,6 +39,7 @@ def test_the_earlier_cold_start_point_is_reused_on_the_first_seeds(tmp_path) -> 
     assert point["outcomes"] == [True, False, False, True]
     assert point["success_rate"] == 0.5
     assert point["reused_from"] == str(path)
+    assert point["adapter_sha256"] == "a" * 64
 
 
 @pytest.mark.parametrize(
@@ -62,6 +65,13 @@ def test_too_few_earlier_seeds_another_env_or_model_is_refused(tmp_path) -> None
         learning_curve.earlier_cold_start(path, TrainConfig(), "trace/Other-v0", "m", 3)
     with pytest.raises(ValueError, match="model 'm', not 'n'"):
         learning_curve.earlier_cold_start(path, TrainConfig(), ENV, "n", 3)
+
+
+def test_a_point_without_its_adapter_digest_is_refused(tmp_path) -> None:
+    # Nothing could show this run's cold start trained the adapter it measured.
+    path = _earlier(tmp_path, TrainConfig(), [True] * 4, digest=None)
+    with pytest.raises(ValueError, match="records no SHA-256"):
+        learning_curve.earlier_cold_start(path, TrainConfig(), ENV, "m", 4)
 
 
 def test_a_point_cut_off_after_some_waves_is_paired_on_the_seeds_it_played(
@@ -102,6 +112,7 @@ def test_a_stopped_run_keeps_its_points_and_exits_143(
     assert stopped.value.code == 128 + signal.SIGTERM
     summary = json.loads((out / "learning_curve.json").read_text())
     assert [p["point"] for p in summary["points"]] == ["after cold start"]
+    assert set(summary["machine"]) == {"cpu", "isa", "torch", "transformers", "peft"}
     assert summary["iterations"] == 0
 
     # Its cold-start point is reused only by a cold start that trains the same adapter.
