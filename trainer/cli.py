@@ -2,7 +2,8 @@
 
 trainer train --env ENV --model MODEL --out adapters/<cap> [--iterations N] ...
 trainer train --config run.yaml [--iterations N]      (the file's settings, then the flags)
-trainer eval  --env ENV --model MODEL [--adapter DIR] [--episodes N]
+trainer eval  --env ENV --model MODEL [--adapter DIR] [--episodes N] > report.json
+trainer compare FIRST.json SECOND.json                  (paired test on shared seeds)
 torchrun --nproc_per_node N -m trainer train ...      (data parallel)
 
 Exit codes: 0 finished; 2 a bad setting or file (the message names it and the fix);
@@ -187,6 +188,25 @@ def _eval(arguments: argparse.Namespace) -> int:
     return 0
 
 
+def _compare(arguments: argparse.Namespace) -> int:
+    from trainer.reports import compare, read_report
+
+    result = compare(
+        read_report(arguments.first, arguments.first_point),
+        read_report(arguments.second, arguments.second_point),
+    )
+    print(json.dumps(result, indent=2))
+    first, second, test = result["first"], result["second"], result["mcnemar"]
+    print(
+        f"seeds {result['seeds'][0]}..{result['seeds'][1]}: first {first['successes']}/"
+        f"{result['episodes']}, second {second['successes']}/{result['episodes']}; "
+        f"won only by the first {test['only_first']}, only by the second "
+        f"{test['only_second']} (exact McNemar p = {test['p_value']:.3g})",
+        file=sys.stderr,
+    )
+    return 0
+
+
 def _numbers(parser: argparse.ArgumentParser, settings: dict[str, str]) -> None:
     """One option per TrainConfig number, typed and defaulted like the field."""
     for name, help_text in settings.items():
@@ -296,7 +316,25 @@ def _commands() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPar
         "memory grows with this; 0: all at once)",
     )
     evaluate.set_defaults(run=_eval)
-    return parser, {"train": train, "eval": evaluate}
+    paired = commands.add_parser(
+        "compare",
+        help="two evaluation reports on their shared seeds: rates with 95%% intervals "
+        "and the exact McNemar test",
+        formatter_class=formatter,
+    )
+    for which in ("first", "second"):
+        paired.add_argument(
+            which, help="the JSON `trainer eval` printed, or a learning_curve.json"
+        )
+    for which in ("first", "second"):
+        paired.add_argument(
+            f"--{which}-point",
+            default=None,
+            help=f"the point of the {which} file when it is a learning_curve.json, "
+            "e.g. 'after cold start'",
+        )
+    paired.set_defaults(run=_compare, config=None)
+    return parser, {"train": train, "eval": evaluate, "compare": paired}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,134 @@
+"""`trainer compare`: two evaluation reports paired on their shared seeds."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from trainer.cli import main
+from trainer.config import EVAL_SEED_BASE
+from trainer.errors import TrainerError
+from trainer.reports import Report, compare, read_report
+
+ENV = "trace/PermissionErrorRecovery-v0"
+
+
+def _write(path, data) -> str:
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def _report(outcomes: list[bool], first: int = 0, env: str | None = ENV) -> dict:
+    """The fields `trainer eval` prints that a comparison reads."""
+    return {
+        "env": env,
+        "seeds": [first, first + len(outcomes) - 1],
+        "outcomes": outcomes,
+    }
+
+
+def test_two_eval_reports_are_paired_on_the_seeds_they_share(tmp_path) -> None:
+    # Seeds 0..5 and 2..7: seeds 2..5 are paired, the rest are left out.
+    first = _write(tmp_path / "a.json", _report([True, True, True, False, True, False]))
+    second = _write(
+        tmp_path / "b.json", _report([False, True, False, True, False, False], 2)
+    )
+    result = compare(read_report(first), read_report(second))
+    assert result["seeds"] == [2, 5] and result["episodes"] == 4
+    # first on 2..5: T F T F; second on 2..5: F T F T
+    assert result["first"]["successes"] == 2 and result["second"]["successes"] == 2
+    assert result["mcnemar"]["only_first"] == 2
+    assert result["mcnemar"]["only_second"] == 2
+    assert result["first"]["success_ci95"][0] < 0.5 < result["first"]["success_ci95"][1]
+
+
+def test_a_learning_curve_point_is_read_by_name(tmp_path) -> None:
+    # Older learning curves' points carry no seeds: they start at the first evaluation seed.
+    curve = {
+        "env": ENV,
+        "points": [
+            {"point": "after cold start", "outcomes": [False, True, False]},
+            {"point": "after GRPO", "outcomes": [True, True, False]},
+        ],
+    }
+    path = _write(tmp_path / "learning_curve.json", curve)
+    report = read_report(path, "after GRPO")
+    assert report.seeds == (EVAL_SEED_BASE, EVAL_SEED_BASE + 2)
+    assert report.env == ENV
+    with pytest.raises(TrainerError, match="'after cold start', 'after GRPO'"):
+        read_report(path)
+    with pytest.raises(TrainerError, match="has no points"):
+        read_report(_write(tmp_path / "r.json", _report([True])), "after GRPO")
+
+
+@pytest.mark.parametrize(
+    ("content", "named"),
+    [
+        ("{not json", "cannot read it as a JSON report"),
+        ("[" * 100_000, "cannot read it as a JSON report"),
+        ("[true, false]", "must hold a JSON object"),
+        ('{"seeds": [0, 1]}', "outcomes: Field required"),
+        ('{"outcomes": [true, 1], "seeds": [0, 1]}', "outcomes.1: Input should be a valid boolean"),
+        ('{"outcomes": [true], "seeds": [0, true]}', "seeds.1"),
+        ('{"outcomes": [true, false], "seeds": [0, 5]}', "seeds 0..5 and 2 outcomes"),
+        ('{"outcomes": [], "seeds": [0, -1]}', "one outcome per seed"),
+    ],
+)  # fmt: skip
+def test_a_malformed_report_is_refused_naming_the_problem(
+    tmp_path, content, named
+) -> None:
+    path = tmp_path / "report.json"
+    path.write_text(content)
+    with pytest.raises(TrainerError, match=named):
+        read_report(str(path))
+
+
+def test_unreadable_huge_or_unrelated_reports_are_refused(tmp_path) -> None:
+    with pytest.raises(TrainerError, match="Is a directory"):
+        read_report(str(tmp_path))
+    with pytest.raises(TrainerError, match="No such file"):
+        read_report(str(tmp_path / "missing.json"))
+    huge = tmp_path / "huge.json"
+    with huge.open("wb") as handle:
+        handle.truncate(51 << 20)  # sparse: no 51 MB written
+    with pytest.raises(TrainerError, match="larger than 50 MB"):
+        read_report(str(huge))
+    other = Report.model_validate(_report([True], env="trace/Other-v0"))
+    with pytest.raises(TrainerError, match="different environments"):
+        compare(Report.model_validate(_report([True])), other)
+    with pytest.raises(TrainerError, match="share no seed"):
+        compare(
+            Report.model_validate(_report([True])),
+            Report.model_validate(_report([True], 5)),
+        )
+
+
+@given(st.lists(st.tuples(st.booleans(), st.booleans()), min_size=1, max_size=60))
+def test_swapping_the_reports_swaps_the_discordant_counts(pairs) -> None:
+    first = Report.model_validate(_report([a for a, _ in pairs]))
+    second = Report.model_validate(_report([b for _, b in pairs]))
+    forward, backward = compare(first, second), compare(second, first)
+    assert forward["mcnemar"]["only_first"] == backward["mcnemar"]["only_second"]
+    assert forward["mcnemar"]["p_value"] == pytest.approx(
+        backward["mcnemar"]["p_value"]
+    )
+    same = compare(first, first)["mcnemar"]
+    assert (same["only_first"], same["only_second"], same["p_value"]) == (0, 0, 1.0)
+
+
+def test_the_command_prints_json_and_exits_2_on_a_bad_report(tmp_path, capsys) -> None:
+    first = _write(tmp_path / "a.json", _report([True] * 10))
+    second = _write(tmp_path / "b.json", _report([False] * 10))
+    assert main(["compare", first, second]) == 0
+    printed = capsys.readouterr()
+    result = json.loads(printed.out)
+    assert (result["mcnemar"]["only_first"], result["mcnemar"]["only_second"]) == (
+        10,
+        0,
+    )
+    assert "exact McNemar p = 0.00195" in printed.err
+    assert main(["compare", first, str(tmp_path)]) == 2
+    assert "trainer: error:" in capsys.readouterr().err

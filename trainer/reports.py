@@ -1,0 +1,128 @@
+"""Compare two evaluation reports on the seeds they share (`trainer compare`).
+
+A report is the JSON `trainer eval` prints, or one point of the
+`learning_curve.json` that benchmarks/learning_curve.py writes: both list each
+evaluation seed's outcome, so two policies are compared on the same seeds with
+the exact McNemar test, each rate with its Wilson 95% interval.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, StrictBool, StrictInt, ValidationError
+
+from trainer.config import EVAL_SEED_BASE
+from trainer.errors import TrainerError, first_line
+
+MAX_REPORT_BYTES = 50 << 20  # a million seeds' outcomes fit in far less
+
+
+class Report(BaseModel):
+    """The fields of an evaluation report that a paired comparison reads."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    outcomes: list[StrictBool]
+    seeds: tuple[StrictInt, StrictInt]
+    env: str | None = None
+
+    def on(self, first: int, last: int) -> list[bool]:
+        """The outcomes of seeds first..last (inside this report's range)."""
+        return self.outcomes[first - self.seeds[0] : last - self.seeds[0] + 1]
+
+
+def read_report(path: str, point: str | None = None) -> Report:
+    """The report in `path`, or its point named `point` for a learning_curve.json."""
+    try:
+        file = Path(path)
+        if file.stat().st_size > MAX_REPORT_BYTES:
+            raise TrainerError(
+                f"{path} is larger than 50 MB; an evaluation report is far smaller"
+            )
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except TrainerError:
+        raise
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise TrainerError(
+            f"{path}: cannot read it as a JSON report ({first_line(exc, 200)}); "
+            "give the output of `trainer eval` or a learning_curve.json"
+        ) from None
+    if isinstance(data, dict) and isinstance(data.get("points"), list):
+        points = [p for p in data["points"] if isinstance(p, dict)]
+        names = [str(p.get("point"))[:80] for p in points]
+        if point not in names:
+            raise TrainerError(
+                f"{path} is a learning curve: name one of its points with "
+                f"--first-point/--second-point ({', '.join(map(repr, names)) or 'it has none'})"
+            )
+        chosen = points[names.index(point)]
+        # Every learning-curve point starts at the first evaluation seed; older
+        # files do not say so in the point.
+        outcomes = chosen.get("outcomes")
+        seeds = (
+            [EVAL_SEED_BASE, EVAL_SEED_BASE + len(outcomes) - 1]
+            if isinstance(outcomes, list)
+            else None
+        )
+        data = {"env": data.get("env"), "seeds": seeds, **chosen}
+    elif point is not None:
+        raise TrainerError(f"{path} has no points; drop the point name {point!r}")
+    if not isinstance(data, dict):
+        raise TrainerError(f"{path} must hold a JSON object (an evaluation report)")
+    try:
+        report = Report.model_validate(data)
+    except ValidationError as exc:
+        problem = exc.errors()[0]
+        where = ".".join(map(str, problem["loc"]))
+        raise TrainerError(
+            f"{path}: {where}: {problem['msg']}; an evaluation report lists "
+            '"outcomes" (true/false per seed) and "seeds" [first, last]'
+        ) from None
+    first, last = report.seeds
+    if last - first + 1 != len(report.outcomes) or not report.outcomes:
+        raise TrainerError(
+            f"{path}: seeds {first}..{last} and {len(report.outcomes)} outcomes do not "
+            "match: one outcome per seed"
+        )
+    return report
+
+
+def compare(first: Report, second: Report) -> dict[str, Any]:
+    """Both success rates with Wilson intervals and the exact McNemar test on shared seeds."""
+    from trainer.evaluation import confidence_interval, mcnemar
+
+    if first.env and second.env and first.env != second.env:
+        raise TrainerError(
+            f"the reports are on different environments ({first.env} and "
+            f"{second.env}): compare two evaluations of the same one"
+        )
+    low, high = (
+        max(first.seeds[0], second.seeds[0]),
+        min(first.seeds[1], second.seeds[1]),
+    )
+    if low > high:
+        raise TrainerError(
+            f"the reports share no seed (seeds {first.seeds[0]}..{first.seeds[1]} and "
+            f"{second.seeds[0]}..{second.seeds[1]}): evaluate both on the same seeds"
+        )
+    pairs = first.on(low, high), second.on(low, high)
+
+    def summary(outcomes: list[bool]) -> dict[str, Any]:
+        rate, lower, upper = confidence_interval([float(o) for o in outcomes])
+        return {
+            "successes": sum(outcomes),
+            "success_rate": rate,
+            "success_ci95": [lower, upper],
+        }
+
+    return {
+        "env": first.env or second.env,
+        "seeds": [low, high],
+        "episodes": high - low + 1,
+        "first": summary(pairs[0]),
+        "second": summary(pairs[1]),
+        "mcnemar": mcnemar(*pairs),
+    }
