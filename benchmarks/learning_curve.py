@@ -82,6 +82,46 @@ def sft_control(run, config, cold_adapter: dict, metrics: list[dict]) -> None:
     print(f"SFT control: {steps} supervised steps, as many as GRPO applied", flush=True)
 
 
+def cold_start_alone(run, config) -> None:
+    """The cold start as grpo.train runs it (same seeding), with no GRPO after it.
+
+    Its adapter's SHA-256 is then checked against the earlier run's, so any drift
+    from grpo.train's cold start is refused rather than measured.
+    """
+    import random
+
+    import torch
+
+    from trainer import cold_start
+    from trainer.models import mixed_precision, pad_id
+
+    rng = random.Random(config.seed)
+    torch.manual_seed(config.seed)
+    rows = cold_start.demonstrations(
+        run.handle, run.tokenizer, config.cold_start, config.tool_format,
+        config.step_timeout,
+    )  # fmt: skip
+    with mixed_precision(config.precision, run.model):
+        cold_start.run(run.model, rows, config, pad_id(run.tokenizer), rng)
+
+
+def earlier_grpo_point(path: Path) -> dict:
+    """The "after GRPO" point and the GRPO metrics of an earlier run without a control."""
+    earlier = json.loads(path.read_text())
+    names = [p.get("point") for p in earlier["points"]]
+    if "SFT control" in names:
+        raise ValueError("it already has an SFT control")
+    if "after GRPO" not in names:
+        raise ValueError("it has no after-GRPO point (the run did not finish GRPO)")
+    point = earlier["points"][names.index("after GRPO")]
+    if point.get("partial") or not isinstance(earlier["metrics"], list):
+        raise ValueError("its after-GRPO point is cut off: finish that run first")
+    return {
+        "point": {**point, "reused_from": str(path)},
+        "metrics": earlier["metrics"],
+    }
+
+
 # Settings that decide the cold-start adapter and how it is evaluated.
 COLD_START_KEYS = (
     "cold_start",
@@ -303,6 +343,15 @@ def main() -> None:
         help="an earlier learning_curve.json with the same cold-start settings and "
         "seed: reuse its cold-start point instead of evaluating it again",
     )
+    parser.add_argument(
+        "--control-for",
+        type=Path,
+        default=None,
+        help="an earlier learning_curve.json run with --no-control and these settings: "
+        "add its SFT control (its GRPO optimizer steps as supervised steps from the "
+        "same cold start, which must train the adapter it recorded) without running "
+        "GRPO again; --cold-start-outcomes is implied",
+    )
     parser.add_argument("--tool-format", default="compact")
     parser.add_argument("--precision", default="bf16")
     parser.add_argument(
@@ -359,7 +408,17 @@ def main() -> None:
         temperature=args.temperature,
         lora_target_modules=tuple(args.lora_target_modules.split(",")),
     )
-    reused = None
+    reused = earlier_grpo = None
+    if args.control_for is not None:
+        if args.cold_start_outcomes not in (None, args.control_for):
+            parser.error(
+                "--control-for reuses that file's cold start: drop --cold-start-outcomes"
+            )
+        args.cold_start_outcomes = args.control_for
+        try:
+            earlier_grpo = earlier_grpo_point(args.control_for)
+        except (OSError, ValueError, KeyError, TypeError, RecursionError) as error:
+            parser.error(f"--control-for {args.control_for}: {error}")
     if args.cold_start_outcomes is not None:
         try:
             reused = earlier_cold_start(
@@ -454,6 +513,16 @@ def main() -> None:
             metrics.append(row)
             print(f"iteration {iteration}: {json.dumps(row)}", flush=True)
 
+    if earlier_grpo is not None:
+        cold_start_alone(run, config)
+        after_iteration(0, {})
+        metrics.extend(earlier_grpo["metrics"])
+        points.append(earlier_grpo["point"])
+        sft_control(run, config, cold_adapter, metrics)
+        with mixed_precision(config.precision, run.model):
+            measure("SFT control")
+        plot_evaluations(points, metrics, args.out / "evaluation.png")
+        return
     if args.base:
         with mixed_precision(config.precision, run.model), run.model.disable_adapter():
             measure("base model")

@@ -126,3 +126,49 @@ def test_a_stopped_run_keeps_its_points_and_exits_143(
     )  # fmt: skip
     with pytest.raises(SystemExit, match="its outcomes cannot be reused"):
         learning_curve.main()
+
+
+def test_the_control_is_added_to_an_earlier_run_from_the_same_cold_start(
+    tiny_model_dir, tmp_path, monkeypatch
+) -> None:
+    command = ["learning_curve.py", "--model", str(tiny_model_dir), "--chat-template",
+               "chatml", "--no-base", "--precision", "fp32", "--cold-start", "2",
+               "--cold-start-epochs", "1", "--groups", "1", "--group-size", "2",
+               "--eval-episodes", "3", "--iterations", "1", "--max-new-tokens", "4",
+               "--max-turns", "2"]  # fmt: skip
+    first = tmp_path / "grpo"
+    monkeypatch.setattr(sys, "argv", [*command, "--no-control", "--out", str(first)])
+    learning_curve.main()
+    earlier = json.loads((first / "learning_curve.json").read_text())
+    earlier["metrics"][0]["optimizer_steps"] = 2.0  # a control of 2 supervised steps
+
+    (first / "learning_curve.json").write_text(json.dumps(earlier))
+    control = tmp_path / "control"
+    monkeypatch.setattr(
+        sys, "argv",
+        [*command, "--control-for", str(first / "learning_curve.json"), "--out", str(control)],
+    )  # fmt: skip
+    learning_curve.main()
+    summary = json.loads((control / "learning_curve.json").read_text())
+    cold, grpo, sft = summary["points"]
+    assert (cold["point"], grpo["point"], sft["point"]) == (
+        "after cold start", "after GRPO", "SFT control",
+    )  # fmt: skip
+    # The same cold start trained again (checked by digest), GRPO's point reused as is.
+    assert cold["adapter_sha256_this_run"] == cold["adapter_sha256"]
+    assert grpo["outcomes"] == earlier["points"][1]["outcomes"]
+    assert len(sft["outcomes"]) == 3
+    assert set(summary["paired_tests"]) == {
+        "after GRPO vs after cold start", "after GRPO vs SFT control",
+    }  # fmt: skip
+    assert summary["metrics"] == earlier["metrics"]
+
+    # A run that already has its control, or whose cold start differs, is refused.
+    monkeypatch.setattr(
+        sys, "argv",
+        [*command, "--control-for", str(control / "learning_curve.json"), "--out",
+         str(tmp_path / "again")],
+    )  # fmt: skip
+    with pytest.raises(SystemExit) as refused:
+        learning_curve.main()
+    assert refused.value.code == 2
