@@ -105,17 +105,38 @@ def cold_start_alone(run, config) -> None:
         cold_start.run(run.model, rows, config, pad_id(run.tokenizer), rng)
 
 
-def earlier_grpo_point(path: Path) -> dict:
-    """The "after GRPO" point and the GRPO metrics of an earlier run without a control."""
+def earlier_grpo_point(path: Path, config: Any) -> dict:
+    """The "after GRPO" point and the GRPO metrics of an earlier run without a control.
+
+    Raises ValueError naming what is missing, malformed or set otherwise than in
+    this run, before any training: the summary describes both runs with one config.
+    """
     earlier = json.loads(path.read_text())
+    settings = json.loads(json.dumps(config.as_dict()))  # tuples as JSON lists
+    differ = sorted(k for k in settings if earlier["config"].get(k) != settings[k])
+    if differ:
+        raise ValueError(
+            f"it ran with other settings ({', '.join(differ)}): pass its settings"
+        )
     names = [p.get("point") for p in earlier["points"]]
     if "SFT control" in names:
         raise ValueError("it already has an SFT control")
-    if "after GRPO" not in names:
+    if names.count("after GRPO") != 1:
         raise ValueError("it has no after-GRPO point (the run did not finish GRPO)")
     point = earlier["points"][names.index("after GRPO")]
-    if point.get("partial") or not isinstance(earlier["metrics"], list):
+    outcomes, metrics = point.get("outcomes"), earlier["metrics"]
+    if point.get("partial") or not isinstance(outcomes, list) or not outcomes:
         raise ValueError("its after-GRPO point is cut off: finish that run first")
+    if not all(isinstance(outcome, bool) for outcome in outcomes):
+        raise ValueError("its after-GRPO outcomes are not all true or false")
+    steps = [
+        row.get("optimizer_steps") if isinstance(row, dict) else None for row in metrics
+    ]
+    if not steps or not all(
+        isinstance(n, (int, float)) and not isinstance(n, bool) and 0 <= n < 10**6
+        for n in steps
+    ):
+        raise ValueError("its metrics do not give each iteration's optimizer steps")
     return {
         "point": {**point, "reused_from": str(path)},
         "metrics": earlier["metrics"],
@@ -194,9 +215,8 @@ def earlier_cold_start(
         "episodes": episodes,
         "success_rate": rate,
         "success_ci95": [low, high],
-        "seeds": point.get(
-            "seeds", [EVAL_SEED_BASE, EVAL_SEED_BASE + len(point["outcomes"]) - 1]
-        ),
+        # Every point starts at the first evaluation seed; these are its first `episodes`.
+        "seeds": [EVAL_SEED_BASE, EVAL_SEED_BASE + episodes - 1],
         "outcomes": outcomes,
         "reused_from": str(path),
         "adapter_sha256": point.get("adapter_sha256"),
@@ -416,8 +436,10 @@ def main() -> None:
             )
         args.cold_start_outcomes = args.control_for
         try:
-            earlier_grpo = earlier_grpo_point(args.control_for)
-        except (OSError, ValueError, KeyError, TypeError, RecursionError) as error:
+            earlier_grpo = earlier_grpo_point(args.control_for, config)
+        except (
+            OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError
+        ) as error:  # fmt: skip
             parser.error(f"--control-for {args.control_for}: {error}")
     if args.cold_start_outcomes is not None:
         try:

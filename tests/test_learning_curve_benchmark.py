@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import signal
 import sys
 
@@ -40,6 +41,8 @@ def test_the_earlier_cold_start_point_is_reused_on_the_first_seeds(tmp_path) -> 
     assert point["success_rate"] == 0.5
     assert point["reused_from"] == str(path)
     assert point["adapter_sha256"] == "a" * 64
+    # Its seeds are the first four, so `trainer compare` reads the point as written.
+    assert point["seeds"][1] - point["seeds"][0] + 1 == 4
 
 
 @pytest.mark.parametrize(
@@ -72,6 +75,32 @@ def test_a_point_without_its_adapter_digest_is_refused(tmp_path) -> None:
     path = _earlier(tmp_path, TrainConfig(), [True] * 4, digest=None)
     with pytest.raises(ValueError, match="records no SHA-256"):
         learning_curve.earlier_cold_start(path, TrainConfig(), ENV, "m", 4)
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [({"config": {"learning_rate": 1.0}}, "other settings (learning_rate)"),
+     ({"metrics": ["x"]}, "optimizer steps"),
+     ({"metrics": [{"optimizer_steps": True}]}, "optimizer steps"),
+     ({"grpo": {"outcomes": [1, 0]}}, "not all true or false"),
+     ({"grpo": {"outcomes": [True], "partial": True}}, "cut off"),
+     ({"points": [{"point": "SFT control"}]}, "already has an SFT control")],
+)  # fmt: skip
+def test_a_control_for_a_malformed_or_other_run_is_refused_before_training(
+    tmp_path, change, named
+) -> None:
+    config = TrainConfig(cold_start=24)
+    grpo = {"point": "after GRPO", "outcomes": [True, False], **change.get("grpo", {})}
+    earlier = {
+        "config": {**json.loads(json.dumps(config.as_dict())), **change.get("config", {})},
+        "points": [{"point": "after cold start", "outcomes": [False, False]}, grpo,
+                   *change.get("points", [])],
+        "metrics": change.get("metrics", [{"optimizer_steps": 2.0}]),
+    }  # fmt: skip
+    path = tmp_path / "learning_curve.json"
+    path.write_text(json.dumps(earlier))
+    with pytest.raises(ValueError, match=re.escape(named)):
+        learning_curve.earlier_grpo_point(path, config)
 
 
 def test_a_point_cut_off_after_some_waves_is_paired_on_the_seeds_it_played(

@@ -64,6 +64,33 @@ def test_a_learning_curve_point_is_read_by_name(tmp_path) -> None:
         read_report(_write(tmp_path / "r.json", _report([True])), "after GRPO")
 
 
+def test_a_learning_curve_point_is_named_whole_once_and_keeps_the_file_env(
+    tmp_path,
+) -> None:
+    point = {"point": "p", "outcomes": [True], "env": None, "partial": True}
+    curve = {"env": "trace/Other-v0", "points": [point, {**point, "point": 5}]}
+    path = _write(tmp_path / "curve.json", curve)
+    report = read_report(path, "p")
+    assert report.env == "trace/Other-v0" and report.partial
+    with pytest.raises(TrainerError, match="different environments"):
+        compare(report, Report.model_validate(_report([True], EVAL_SEED_BASE)))
+    with pytest.raises(TrainerError, match="is a learning curve"):
+        read_report(path, "5")  # only text names match
+    doubled = _write(tmp_path / "doubled.json", {"points": [point, point]})
+    with pytest.raises(TrainerError, match="names two points"):
+        read_report(doubled, "p")
+
+
+def test_a_long_list_of_bad_outcomes_gives_one_error(tmp_path) -> None:
+    outcomes = ",".join(["0"] * 2_000_000)
+    path = tmp_path / "zeros.json"
+    path.write_text(f'{{"seeds": [0, 1999999], "outcomes": [{outcomes}]}}')
+    with pytest.raises(
+        TrainerError, match="outcomes.0: Input should be a valid boolean"
+    ):
+        read_report(str(path))
+
+
 @pytest.mark.parametrize(
     ("content", "named"),
     [
@@ -87,8 +114,10 @@ def test_a_malformed_report_is_refused_naming_the_problem(
 
 
 def test_unreadable_huge_or_unrelated_reports_are_refused(tmp_path) -> None:
-    with pytest.raises(TrainerError, match="Is a directory"):
+    with pytest.raises(TrainerError, match="is not a file"):
         read_report(str(tmp_path))
+    with pytest.raises(TrainerError, match="is not a file"):
+        read_report("/dev/zero")  # endless: refused before any read
     with pytest.raises(TrainerError, match="No such file"):
         read_report(str(tmp_path / "missing.json"))
     huge = tmp_path / "huge.json"

@@ -10,9 +10,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, StrictBool, StrictInt, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    ValidationError,
+)
 
 from trainer.config import EVAL_SEED_BASE
 from trainer.errors import TrainerError, first_line
@@ -25,9 +32,11 @@ class Report(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    outcomes: list[StrictBool]
+    # fail_fast: one error, not one per bad item of a million-item list
+    outcomes: Annotated[list[StrictBool], Field(fail_fast=True)]
     seeds: tuple[StrictInt, StrictInt]
     env: str | None = None
+    partial: StrictBool = False  # an evaluation cut off after some of its seeds
 
     def on(self, first: int, last: int) -> list[bool]:
         """The outcomes of seeds first..last (inside this report's range)."""
@@ -36,13 +45,19 @@ class Report(BaseModel):
 
 def read_report(path: str, point: str | None = None) -> Report:
     """The report in `path`, or its point named `point` for a learning_curve.json."""
+    file = Path(path)
     try:
-        file = Path(path)
-        if file.stat().st_size > MAX_REPORT_BYTES:
+        if file.exists() and not file.is_file():  # a folder, FIFO or device: never read
+            raise TrainerError(
+                f"{path} is not a file; give an evaluation report's JSON file"
+            )
+        with file.open("rb") as handle:
+            raw = handle.read(MAX_REPORT_BYTES + 1)
+        if len(raw) > MAX_REPORT_BYTES:
             raise TrainerError(
                 f"{path} is larger than 50 MB; an evaluation report is far smaller"
             )
-        data = json.loads(file.read_text(encoding="utf-8"))
+        data = json.loads(raw.decode("utf-8"))
     except TrainerError:
         raise
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
@@ -51,23 +66,7 @@ def read_report(path: str, point: str | None = None) -> Report:
             "give the output of `trainer eval` or a learning_curve.json"
         ) from None
     if isinstance(data, dict) and isinstance(data.get("points"), list):
-        points = [p for p in data["points"] if isinstance(p, dict)]
-        names = [str(p.get("point"))[:80] for p in points]
-        if point not in names:
-            raise TrainerError(
-                f"{path} is a learning curve: name one of its points with "
-                f"--first-point/--second-point ({', '.join(map(repr, names)) or 'it has none'})"
-            )
-        chosen = points[names.index(point)]
-        # Every learning-curve point starts at the first evaluation seed; older
-        # files do not say so in the point.
-        outcomes = chosen.get("outcomes")
-        seeds = (
-            [EVAL_SEED_BASE, EVAL_SEED_BASE + len(outcomes) - 1]
-            if isinstance(outcomes, list)
-            else None
-        )
-        data = {"env": data.get("env"), "seeds": seeds, **chosen}
+        data = _point(path, data, point)
     elif point is not None:
         raise TrainerError(f"{path} has no points; drop the point name {point!r}")
     if not isinstance(data, dict):
@@ -90,14 +89,37 @@ def read_report(path: str, point: str | None = None) -> Report:
     return report
 
 
+def _point(path: str, curve: dict[str, Any], name: str | None) -> dict[str, Any]:
+    """The point of a learning curve named `name`, with the curve's environment."""
+    points = [p for p in curve["points"] if isinstance(p, dict)]
+    names = [p.get("point") for p in points]
+    if name is None or names.count(name) != 1:
+        shown = ", ".join(repr(str(n)[:80]) for n in names[:20]) or "it has none"
+        problem = "names two points" if names.count(name) > 1 else "is a learning curve"
+        raise TrainerError(
+            f"{path} {problem}: name one of its points with "
+            f"--first-point/--second-point ({shown}{', ...' if len(names) > 20 else ''})"
+        )
+    chosen = points[names.index(name)]
+    # Every learning-curve point starts at the first evaluation seed; older
+    # files do not say so in the point.
+    outcomes = chosen.get("outcomes")
+    seeds = (
+        [EVAL_SEED_BASE, EVAL_SEED_BASE + len(outcomes) - 1]
+        if isinstance(outcomes, list)
+        else None
+    )
+    return {"seeds": seeds, **chosen, "env": curve.get("env")}
+
+
 def compare(first: Report, second: Report) -> dict[str, Any]:
     """Both success rates with Wilson intervals and the exact McNemar test on shared seeds."""
     from trainer.evaluation import confidence_interval, mcnemar
 
     if first.env and second.env and first.env != second.env:
         raise TrainerError(
-            f"the reports are on different environments ({first.env} and "
-            f"{second.env}): compare two evaluations of the same one"
+            f"the reports are on different environments ({first.env[:80]} and "
+            f"{second.env[:80]}): compare two evaluations of the same one"
         )
     low, high = (
         max(first.seeds[0], second.seeds[0]),
@@ -110,19 +132,20 @@ def compare(first: Report, second: Report) -> dict[str, Any]:
         )
     pairs = first.on(low, high), second.on(low, high)
 
-    def summary(outcomes: list[bool]) -> dict[str, Any]:
+    def summary(outcomes: list[bool], report: Report) -> dict[str, Any]:
         rate, lower, upper = confidence_interval([float(o) for o in outcomes])
         return {
             "successes": sum(outcomes),
             "success_rate": rate,
             "success_ci95": [lower, upper],
+            "partial": report.partial,
         }
 
     return {
         "env": first.env or second.env,
         "seeds": [low, high],
         "episodes": high - low + 1,
-        "first": summary(pairs[0]),
-        "second": summary(pairs[1]),
+        "first": summary(pairs[0], first),
+        "second": summary(pairs[1], second),
         "mcnemar": mcnemar(*pairs),
     }
