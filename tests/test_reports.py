@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.conftest import ROOT
 from trainer.cli import main
 from trainer.config import EVAL_SEED_BASE
 from trainer.errors import TrainerError
@@ -161,3 +162,18 @@ def test_the_command_prints_json_and_exits_2_on_a_bad_report(tmp_path, capsys) -
     assert "exact McNemar p = 0.00195" in printed.err
     assert main(["compare", first, str(tmp_path)]) == 2
     assert "trainer: error:" in capsys.readouterr().err
+
+
+def test_what_trainer_eval_prints_is_a_report_compare_reads(
+    tiny_model_dir, tmp_path, capsys
+) -> None:
+    evaluate = ["eval", "--env", str(ROOT / "generated_envs" / "date_time_recovery"),
+                "--model", str(tiny_model_dir), "--chat-template", "chatml",
+                "--episodes", "3", "--max-turns", "1", "--max-new-tokens", "2",
+                "--max-total-tokens", "100000"]  # fmt: skip
+    assert main(evaluate) == 0
+    report = _write(tmp_path / "report.json", json.loads(capsys.readouterr().out))
+    assert main(["compare", report, report]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["episodes"] == 3 and result["seeds"][0] == EVAL_SEED_BASE
+    assert result["mcnemar"] == {"only_first": 0, "only_second": 0, "p_value": 1.0}
