@@ -22,6 +22,8 @@ seed on the same CPU instruction set and library versions (each run records
 them under "machine"), and the earlier point's adapter SHA-256 must match this
 run's. GRPO's own sampling then differs from the earlier run's (the skipped
 evaluation drew no random numbers), so it is another draw of the same procedure.
+--control-for adds the SFT control to such a run finished with --no-control: the
+same settings, the cold start retrained and checked against its SHA-256, no GRPO.
 """
 
 from __future__ import annotations
