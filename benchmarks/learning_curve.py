@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import hashlib
 import itertools
 import json
@@ -236,6 +237,7 @@ def adapter_digest(model: Any) -> str:
     return digest.hexdigest()
 
 
+@functools.cache  # read once: every evaluation wave writes the summary
 def machine() -> dict[str, str]:
     """The CPU and library versions a run's numbers depend on, bit for bit."""
     import peft

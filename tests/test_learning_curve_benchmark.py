@@ -192,7 +192,7 @@ def test_the_control_is_added_to_an_earlier_run_from_the_same_cold_start(
     }  # fmt: skip
     assert summary["metrics"] == earlier["metrics"]
 
-    # A run that already has its control, or whose cold start differs, is refused.
+    # A run that already has its control is refused.
     monkeypatch.setattr(
         sys, "argv",
         [*command, "--control-for", str(control / "learning_curve.json"), "--out",
