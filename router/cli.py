@@ -265,11 +265,11 @@ def _eval(arguments: argparse.Namespace) -> int:
     )
     if (
         min(limits.max_turns, limits.max_new_tokens) < 1
-        or not limits.temperature > 0
+        or not limits.temperature >= 0
         or limits.max_total_tokens <= limits.max_new_tokens
     ):
         raise RouterError(
-            "--max-turns and --max-new-tokens must be >= 1, --temperature > 0, --max-total-tokens > --max-new-tokens"
+            "--max-turns and --max-new-tokens must be >= 1, --temperature >= 0, --max-total-tokens > --max-new-tokens"
         )
     out = Path(arguments.out)
     staging = _prepare_out(out, arguments.force)
@@ -559,7 +559,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-total-tokens", type=int, default=8192, help="tokens per episode"
     )
     evaluate.add_argument(
-        "--temperature", type=float, default=0.7, help="sampling temperature (> 0)"
+        "--temperature", type=float, default=0.7, help="sampling temperature (0: greedy)"
     )
     evaluate.add_argument(
         "--generation-batch-size",

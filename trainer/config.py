@@ -68,6 +68,12 @@ class TrainConfig:
                 check(setting.name, getattr(self, setting.name))
         if self.max_total_tokens <= self.max_new_tokens:
             raise TrainerError("--max-total-tokens must exceed --max-new-tokens")
+        if self.temperature == 0:
+            raise TrainerError(
+                "--temperature 0 (greedy) gives every episode of a group the same "
+                "answer, so GRPO has nothing to compare: train at a temperature > 0 "
+                "(the paper's 1.0); 0 is for `trainer eval`"
+            )
         choices = {
             "precision": PRECISIONS,
             "tool_format": TOOL_FORMATS,

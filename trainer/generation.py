@@ -250,8 +250,13 @@ class TransformersGenerator:
         )  # prompt index of each live row
         stops = torch.tensor(sorted(self.stops), device=device)
         for step in range(max_new_tokens):
-            scaled = torch.log_softmax(logits.float() / temperature, dim=-1)
-            token = torch.multinomial(scaled.exp(), 1)  # [live, 1]
+            # temperature 0 is greedy decoding (evaluation, as the paper evaluates)
+            scaled = torch.log_softmax(logits.float() / (temperature or 1.0), dim=-1)
+            token = (
+                scaled.argmax(-1, keepdim=True)
+                if temperature == 0
+                else torch.multinomial(scaled.exp(), 1)
+            )  # [live, 1]
             picked = scaled.gather(-1, token).squeeze(-1)
             done = torch.isin(token.squeeze(-1), stops)
             for live, (row, value, logp) in enumerate(

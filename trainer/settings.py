@@ -25,7 +25,7 @@ RANGES: dict[str, tuple[float, float, str]] = {
     "max_new_tokens": (1, 10**6, "an integer >= 1"),
     "max_turns": (1, 10**5, "an integer >= 1"),
     "max_total_tokens": (2, 10**8, "an integer >= 2"),
-    "temperature": (1e-6, 100, "a number in (0, 100]"),
+    "temperature": (0, 100, "a number in [0, 100] (0: greedy decoding)"),
     "learning_rate": (1e-12, 1.0, "a number in (0, 1]"),
     "warmup_steps": (0, 10**7, "an integer >= 0"),
     "weight_decay": (0, 10, "a number in [0, 10]"),

@@ -1,0 +1,176 @@
+"""The `trace run` config: one YAML file, each setting declared once here.
+
+Every section is a pydantic model with its defaults, ranges and help; the
+file is checked as a whole before any stage runs, and a bad key or value is a
+PipelineError naming the key path and the fix. A stage's manifest hashes the
+sections it reads, so changing one setting redoes exactly the stages it feeds.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from trace_pipeline.errors import PipelineError
+
+MAX_CONFIG_BYTES = 1_000_000
+
+
+class Section(BaseModel):
+    """A config section: unknown keys are errors, values are checked on assignment."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class Rollout(Section):
+    """How the agent plays an episode (collection, evaluation and training alike)."""
+
+    max_turns: int = Field(8, ge=1, le=100, description="assistant turns per episode")
+    max_new_tokens: int = Field(160, ge=8, le=8192, description="tokens per turn")
+    max_total_tokens: int = Field(
+        3072, ge=64, le=131072, description="longest conversation in tokens"
+    )
+    temperature: float = Field(
+        0.0, ge=0, le=2, description="decoding temperature of collect and evaluate (0: greedy)"
+    )
+    tool_format: Literal["json", "compact"] = Field(
+        "compact", description="how tools are listed when the template has no tool role"
+    )
+
+    @model_validator(mode="after")
+    def _budget(self) -> Rollout:
+        if self.max_total_tokens <= self.max_new_tokens:
+            raise ValueError("max_total_tokens must exceed max_new_tokens")
+        return self
+
+
+class Target(Section):
+    """What the agent is improved and judged on; its two splits never meet."""
+
+    kind: Literal["phone"] = Field("phone", description="the built-in phone target")
+    difficulty: dict[str, int] = Field(
+        default_factory=dict, description="the target's knobs (see `trace targets`)"
+    )
+    analysis_episodes: int = Field(
+        40, ge=4, le=100_000, description="tasks of the analysis split (seeds 0..n-1)"
+    )
+    heldout_episodes: int = Field(
+        40, ge=2, le=100_000, description="tasks of the held-out split (evaluation seeds)"
+    )
+
+
+class Analyze(Section):
+    """`factory analyze` on the collected trajectories (paper thresholds)."""
+
+    runs: int = Field(10, ge=1, le=1000, description="labelling runs (bootstrap resamples offline)")
+    min_runs: int = Field(8, ge=1, le=1000, description="runs a capability must be selected in")
+    rho: float = Field(0.10, ge=0, le=1, description="coverage threshold")
+    delta: float = Field(0.20, ge=-1, le=1, description="contrastive gap threshold")
+    llm_model: str | None = Field(None, description="label with this LLM instead of detectors")
+    max_capabilities: int = Field(4, ge=1, le=32, description="most capabilities to train")
+
+    @model_validator(mode="after")
+    def _runs(self) -> Analyze:
+        if self.min_runs > self.runs:
+            raise ValueError("min_runs must not exceed runs")
+        return self
+
+
+class Generate(Section):
+    """`factory generate` for every retained capability."""
+
+    backend: Literal["template", "llm", "auto"] = "auto"
+    validation_seeds: int = Field(
+        10, ge=1, le=1000, description="seeds of each package's property suite"
+    )
+
+
+class Train(Section):
+    """`trainer train` for every adapter: cold start on gold demonstrations, then GRPO."""
+
+    iterations: int = Field(2, ge=1, le=10_000, description="GRPO iterations")
+    groups: int = Field(2, ge=1, le=10_000, description="G: seeds per iteration")
+    group_size: int = Field(4, ge=2, le=1024, description="K: episodes per seed")
+    learning_rate: float = Field(3e-5, gt=0, le=1, description="AdamW learning rate")
+    temperature: float = Field(1.0, gt=0, le=2, description="sampling temperature of rollouts")
+    cold_start: int = Field(8, ge=0, le=100_000, description="gold demonstrations first")
+    cold_start_epochs: int = Field(1, ge=1, le=100)
+    cold_start_learning_rate: float = Field(5e-4, gt=0, le=1)
+    lora_rank: int = Field(8, ge=1, le=256)
+    lora_alpha: int = Field(16, ge=1, le=4096)
+    minibatch_size: int = Field(4, ge=1, le=4096)
+    own_env_episodes: int = Field(
+        8, ge=0, le=100_000, description="episodes on the adapter's own env, before and after"
+    )
+    seed: int = Field(0, ge=0, le=2**31)
+
+
+class Route(Section):
+    """How the router chooses adapters on the held-out tasks."""
+
+    top_p: float = Field(0.9, gt=0, le=1, description="mass of top-p composition")
+    probe_examples: int = Field(
+        0, ge=0, le=100_000, description="examples per label to fit the probe (0: no probe)"
+    )
+    example_tokens: int = Field(200, ge=0, le=8192)
+    task_tokens: int = Field(300, ge=16, le=8192)
+
+
+class PipelineConfig(Section):
+    """A whole `trace run`."""
+
+    model: str = Field(description="a .gguf file, a model folder, or 'tiny' (tests)")
+    chat_template: str | None = None
+    precision: Literal["fp32", "bf16"] = "fp32"
+    executor: Literal["local"] = "local"
+    target: Target = Field(default_factory=Target)
+    rollout: Rollout = Field(default_factory=Rollout)
+    analyze: Analyze = Field(default_factory=Analyze)
+    generate: Generate = Field(default_factory=Generate)
+    train: Train = Field(default_factory=Train)
+    route: Route = Field(default_factory=Route)
+
+    def section(self, *names: str) -> dict[str, Any]:
+        """The named settings as plain JSON (what a stage's manifest hashes)."""
+        data = self.model_dump(mode="json")
+        return {name: data[name] for name in names}
+
+
+def _where(error: dict[str, Any]) -> str:
+    return ".".join(str(part) for part in error["loc"]) or "the top level"
+
+
+def load_config(path: Path) -> PipelineConfig:
+    """Read and check a config file; any problem is a PipelineError naming the key."""
+    if path.is_dir() or not path.exists():
+        raise PipelineError(f"config {path}: no such file; give a YAML config file")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read(MAX_CONFIG_BYTES + 1)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PipelineError(f"config {path}: cannot read it as UTF-8 text ({exc})") from None
+    if len(text) > MAX_CONFIG_BYTES:
+        raise PipelineError(f"config {path} is larger than 1 MB; a config fits in a page")
+    try:
+        data = yaml.safe_load(text)
+    except Exception as exc:  # noqa: BLE001 - PyYAML raises YAMLError, ValueError, RecursionError
+        raise PipelineError(
+            f"config {path} is not valid YAML ({str(exc).splitlines()[0][:200]})"
+        ) from None
+    if not isinstance(data, dict):
+        raise PipelineError(f"config {path} must be a mapping of sections (model, target, ...)")
+    try:
+        return PipelineConfig.model_validate(data)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        fix = (
+            "remove it (see examples/pipelines/ for the known keys)"
+            if error["type"] == "extra_forbidden"
+            else "fix its value"
+        )
+        raise PipelineError(
+            f"config {path}: {_where(error)}: {error['msg']}; {fix}"
+        ) from None

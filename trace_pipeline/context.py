@@ -1,0 +1,109 @@
+"""What every stage of one run shares: its config, its folder, the target, the base model.
+
+The base model is loaded once per process and shared by the stages that only
+read it (collect, route, evaluate); training loads its own copy to wrap in LoRA.
+Long jobs (one adapter each) are kept under `.jobs/<key>/` as they finish, so a
+run killed in the middle of a stage redoes only the job it was in.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trace_pipeline.config import PipelineConfig
+from trace_pipeline.store import RunFolder, digest
+from trainer.envs import EnvHandle
+from trainer.rollout import RolloutLimits
+
+DONE = ".done"
+
+
+@dataclass(frozen=True)
+class TargetHandle(EnvHandle):
+    """A gymnasium env handle that passes the target's knob values to every env it makes."""
+
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def make(self, **kwargs: Any) -> Any:
+        return super().make(**self.kwargs, **kwargs)
+
+
+@dataclass
+class Context:
+    """One run's shared state."""
+
+    config: PipelineConfig
+    folder: RunFolder
+    config_file: Path
+    _base: tuple[Any, Any] | None = None
+
+    def say(self, text: str) -> None:
+        """One progress line on stderr."""
+        print(f"trace: {text}", file=sys.stderr, flush=True)
+
+    @property
+    def model_path(self) -> str:
+        """The base model's path (the tiny test model is built once in the run folder)."""
+        if self.config.model != "tiny":
+            return self.config.model
+        folder = self.folder.root / ".tiny-model"
+        if not (folder / DONE).is_file():
+            from trainer.tiny import build_tiny_model
+
+            shutil.rmtree(folder, ignore_errors=True)
+            build_tiny_model(folder)
+            (folder / DONE).write_text("", encoding="utf-8")
+        return str(folder)
+
+    def base(self) -> tuple[Any, Any]:
+        """The frozen base model and its tokenizer, loaded once."""
+        if self._base is None:
+            from trainer.models import load_base
+
+            self._base = load_base(
+                self.model_path,
+                chat_template=self.config.chat_template,
+                precision=self.config.precision,
+            )
+        return self._base
+
+    def target(self) -> TargetHandle:
+        """The target's env handle (its knob values applied)."""
+        from trace_pipeline.targets import phone
+
+        return TargetHandle(
+            phone.ENV_ID,
+            "trace_pipeline.targets.phone",
+            {"name": phone.CAPABILITY, "description": phone.family().description},
+            {"difficulty": dict(self.config.target.difficulty)},
+        )
+
+    def limits(self) -> RolloutLimits:
+        """Episode limits of collection and evaluation (greedy by default)."""
+        r = self.config.rollout
+        return RolloutLimits(r.max_turns, r.max_new_tokens, r.max_total_tokens, r.temperature)
+
+    def job(self, kind: str, inputs: dict[str, Any], work: Callable[[Path], None]) -> Path:
+        """The folder of a finished job with these inputs: reused, or made by `work(folder)`."""
+        key = digest({"kind": kind, **inputs})[:20]
+        final = self.folder.root / ".jobs" / f"{kind}-{key}"
+        if (final / DONE).is_file():
+            self.say(f"{kind}: reusing the finished job {final.name}")
+            return final
+        staging = final.with_name(f".{final.name}.staging-{os.getpid()}")
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        try:
+            work(staging)
+            (staging / DONE).write_text("", encoding="utf-8")
+            shutil.rmtree(final, ignore_errors=True)
+            os.replace(staging, final)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        return final

@@ -1,0 +1,87 @@
+"""The whole loop as resumable stages: skip what still matches, redo what does not.
+
+A stage's key hashes its config sections, its upstream manifests and the
+project version; a stage whose manifest holds the same key is skipped, and a
+stage that is redone changes its manifest, so every stage after it is redone
+too. `start` (`--from STAGE`) redoes that stage and every one after it.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trace_pipeline.config import PipelineConfig, load_config
+from trace_pipeline.context import Context
+from trace_pipeline.errors import PipelineError
+from trace_pipeline.stages import NAMES, STAGES, Stage
+from trace_pipeline.store import RunFolder, digest, project_version
+
+
+def stage_inputs(stage: Stage, config: PipelineConfig, folder: RunFolder) -> dict[str, Any]:
+    """What a stage is computed from (its manifest records these and hashes them)."""
+    return {
+        "config": config.section(*stage.sections),
+        "upstream": {name: digest(folder.manifest(name)) for name in stage.upstream},
+        "version": project_version(),
+    }
+
+
+@dataclass(frozen=True)
+class StageStatus:
+    name: str
+    state: str  # done, stale (inputs changed) or missing
+    wall_seconds: float | None
+
+
+def status(root: Path) -> list[StageStatus]:
+    """Each stage of the run in `root`: done, stale or missing (against its saved config)."""
+    folder = RunFolder(root)
+    config_file = root / "config.yaml"
+    if not config_file.is_file():
+        raise PipelineError(f"{root} holds no `trace run` (no config.yaml); give a run folder")
+    config = load_config(config_file)
+    rows = []
+    for stage in STAGES:
+        manifest = folder.manifest(stage.name)
+        if manifest is None:
+            rows.append(StageStatus(stage.name, "missing", None))
+            continue
+        key = digest(stage_inputs(stage, config, folder))
+        state = "done" if manifest["key"] == key else "stale"
+        rows.append(StageStatus(stage.name, state, manifest.get("wall_seconds")))
+    return rows
+
+
+def run(config_file: Path, out: Path, start: str | None = None) -> Path:
+    """Run every stage that is not already done; return the report folder."""
+    if start is not None and start not in NAMES:
+        raise PipelineError(f"--from {start}: not a stage; choose one of {', '.join(NAMES)}")
+    config = load_config(config_file)
+    folder = RunFolder(out)
+    folder.open(config_file)
+    with folder.lock():
+        saved = out / "config.yaml"
+        if not saved.exists() or saved.read_bytes() != config_file.read_bytes():
+            shutil.copyfile(config_file, saved)
+        context = Context(config, folder, config_file)
+        redo = False
+        for number, stage in enumerate(STAGES, 1):
+            redo = redo or stage.name == start
+            inputs = stage_inputs(stage, config, folder)
+            key = digest(inputs)
+            manifest = folder.manifest(stage.name)
+            label = f"[{number}/{len(STAGES)}] {stage.name}"
+            if not redo and manifest is not None and manifest["key"] == key:
+                context.say(f"{label}: done, skipped")
+                continue
+            context.say(f"{label}: running")
+            began = time.time()
+            with folder.staging(stage.name) as staging:
+                result = stage.work(context, staging)
+                folder.finish(staging, stage.name, key, inputs, began, result=result)
+            context.say(f"{label}: finished in {time.time() - began:.0f} s")
+    return folder.stage("report")

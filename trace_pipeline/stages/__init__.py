@@ -1,0 +1,41 @@
+"""The stages of `trace run`, in order: each reads its config sections and upstream stages.
+
+collect -> analyze -> generate -> train -> route -> evaluate -> report
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trace_pipeline.stages import analyze, collect, evaluate, generate, report, route, train
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A stage: its name, the config sections it reads, the stages it reads, its work."""
+
+    name: str
+    sections: tuple[str, ...]
+    upstream: tuple[str, ...]
+    work: Callable[[Any, Path], dict[str, Any]]
+
+
+MODEL = ("model", "chat_template", "precision")
+STAGES = (
+    Stage("collect", (*MODEL, "target", "rollout"), (), collect.run),
+    Stage("analyze", ("analyze",), ("collect",), analyze.run),
+    Stage("generate", ("generate",), ("analyze",), generate.run),
+    Stage("train", (*MODEL, "train", "rollout"), ("generate",), train.run),
+    Stage("route", (*MODEL, "route"), ("collect", "generate", "train"), route.run),
+    Stage("evaluate", (*MODEL, "target", "rollout", "route"), ("route",), evaluate.run),
+    Stage(
+        "report",
+        ("model", "rollout"),
+        ("collect", "analyze", "generate", "train", "route", "evaluate"),
+        report.run,
+    ),
+)
+NAMES = tuple(stage.name for stage in STAGES)

@@ -1,0 +1,235 @@
+"""report: one Markdown page and one HTML page from every stage's manifest.
+
+Both pages are rendered from the same sections (title, text, tables, plots),
+so they say the same thing: the target's base success, what analysis retained
+(with the target's truth beside it), each adapter on its own environment
+before and after training, the Table-3-shaped comparison with Wilson
+intervals and paired exact McNemar tests, routing accuracy, wall time per
+stage, and the command that reproduces it all.
+"""
+
+from __future__ import annotations
+
+import html
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trace_pipeline.context import Context
+
+
+@dataclass
+class Section:
+    title: str
+    text: list[str] = field(default_factory=list)
+    header: list[str] = field(default_factory=list)
+    rows: list[list[str]] = field(default_factory=list)
+    images: list[str] = field(default_factory=list)
+
+
+def interval(row: dict[str, Any]) -> str:
+    """`rate [low, high] (k/n)` of a rate with its Wilson interval."""
+    low, high = row.get("ci95") or (row.get("low"), row.get("high"))
+    return f"{row['rate']:.3f} [{low:.3f}, {high:.3f}] ({row['successes']}/{row['n']})"
+
+
+def own_rate(row: dict[str, Any] | None) -> str:
+    if not row:
+        return "-"
+    hits = sum(row["outcomes"])
+    low, high = row["success_ci95"]
+    return f"{row['success_rate']:.3f} [{low:.3f}, {high:.3f}] ({hits}/{row['episodes']})"
+
+
+def sections(context: Context) -> list[Section]:
+    folder = context.folder
+    result = {name: (folder.manifest(name) or {}).get("result", {}) for name in STAGE_NAMES}
+    collected = result["collect"].get("success", {})
+    parts = [
+        Section(
+            "Base agent on the target (analysis split)",
+            [f"Model `{context.config.model}`, greedy decoding, {context.config.rollout.max_turns} turns."],
+            ["tasks needing", "success [95% CI] (k/n)"],
+            [[name, interval(row)] for name, row in collected.items()],
+        )
+    ]
+    analysis = result["analyze"]
+    truth = (analysis.get("labelling_accuracy") or {}).get("capabilities", {})
+    parts.append(
+        Section(
+            "Capabilities analysis retained from the agent's own failures",
+            [
+                f"Retained: {', '.join(analysis.get('retained', [])) or 'nothing'}. Truth: the "
+                "needs of each failed analysis task (precision / recall of LACKING on failed runs)."
+            ],
+            ["capability", "retained", "ER+", "ER-", "gap", "coverage", "truth precision", "truth recall"],
+            [
+                [
+                    row["capability"], "yes" if row["retained"] else "no",
+                    f"{row['er_pos']:.2f}", f"{row['er_neg']:.2f}", f"{row['gap']:.2f}",
+                    f"{row['coverage']:.2f}",
+                    _truth(truth.get(row["capability"], {}), "precision"),
+                    _truth(truth.get(row["capability"], {}), "recall"),
+                ]
+                for row in analysis.get("capabilities", [])
+            ],
+            ["capabilities.png"],
+        )
+    )
+    generated = result["generate"]
+    adapters = result["train"].get("adapters", {})
+    parts.append(
+        Section(
+            "Each adapter on its own environment (greedy, evaluation seeds)",
+            [f"Not built: {k} ({v})" for k, v in generated.get("skipped", {}).items()],
+            ["adapter", "GRPO iterations", "before training", "after training"],
+            [
+                [name, str(row["iterations"]), own_rate(row["before"]), own_rate(row["after"])]
+                for name, row in adapters.items()
+            ],
+        )
+    )
+    evaluated = folder.stage("evaluate") / "report.json"
+    report = _read(evaluated)
+    if report.get("routing"):
+        parts.append(
+            Section(
+                "Held-out target tasks: every way to use the adapters (Table 3)",
+                [f"{report['tasks']} held-out tasks, the same for every condition."],
+                ["condition", "success [95% CI] (k/n)"],
+                [[name, interval(row)] for name, row in report["success"].items()],
+                ["success.png"],
+            )
+        )
+        parts.append(
+            Section(
+                "Paired comparisons (exact McNemar, same tasks)",
+                [],
+                ["comparison", "won only by the first", "only by the second", "p"],
+                [
+                    [name, str(r["only_first"]), str(r["only_second"]), f"{r['p_value']:.4g}"]
+                    for name, r in report["paired"].items()
+                ],
+            )
+        )
+        parts.append(
+            Section(
+                "Routing accuracy against the target's truth",
+                ["Truth: the capability a held-out task needs (base when it needs none)."],
+                ["mode", "accuracy [95% CI]"]
+                + [f"recall {t}" for t in report["labels"].values()],
+                [
+                    [mode, interval(row["accuracy"])]
+                    + [interval(row["per_class"][t]["recall"]) for t in report["labels"].values()]
+                    for mode, row in report["routing"].items()
+                ],
+                ["confusion.png"],
+            )
+        )
+    elif report.get("success"):
+        parts.append(
+            Section(
+                "Held-out target tasks",
+                ["No adapter was trained, so only the base model was played."],
+                ["condition", "success [95% CI] (k/n)"],
+                [[n, interval(r)] for n, r in report["success"].items()],
+            )
+        )
+    parts.append(
+        Section(
+            "Wall time per stage",
+            [],
+            ["stage", "seconds", "finished"],
+            [
+                [name, f"{m.get('wall_seconds', 0):.0f}", m.get("finished", "")]
+                for name in STAGE_NAMES
+                if (m := folder.manifest(name)) is not None
+            ],
+        )
+    )
+    parts.append(
+        Section(
+            "Reproduce",
+            [
+                f"`trace run {context.config_file} --out {folder.root}` (config copied to "
+                "`config.yaml` in the run folder)."
+            ],
+        )
+    )
+    return parts
+
+
+def _truth(row: dict[str, Any], key: str) -> str:
+    value = row.get(key)
+    if not isinstance(value, dict) or not value.get("n"):
+        return "-"
+    return f"{value['value']:.2f} ({value['hits']}/{value['n']})"
+
+
+def _read(path: Path) -> dict[str, Any]:
+    import json
+
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def markdown(parts: list[Section]) -> str:
+    lines = ["# TRACE run report", ""]
+    for part in parts:
+        lines += [f"## {part.title}", ""]
+        lines += [*part.text, ""] if part.text else []
+        if part.header:
+            lines.append("| " + " | ".join(part.header) + " |")
+            lines.append("|" + "---|" * len(part.header))
+            lines += ["| " + " | ".join(row) + " |" for row in part.rows]
+            lines.append("")
+        lines += [f"![{image}]({image})" for image in part.images]
+        lines += [""] if part.images else []
+    return "\n".join(lines)
+
+
+def page(parts: list[Section]) -> str:
+    """The same sections as a standalone HTML page."""
+    from jinja2 import Environment
+
+    template = Environment(autoescape=True).from_string(HTML)
+    return template.render(parts=parts, escape=html.escape)
+
+
+HTML = """<!doctype html>
+<html><head><meta charset="utf-8"><title>TRACE run report</title>
+<style>body{font-family:sans-serif;max-width:70em;margin:2em auto}table{border-collapse:collapse}
+td,th{border:1px solid #ccc;padding:.3em .6em;text-align:left}img{max-width:100%}</style></head>
+<body><h1>TRACE run report</h1>
+{% for part in parts %}<h2>{{ part.title }}</h2>
+{% for line in part.text %}<p>{{ line }}</p>{% endfor %}
+{% if part.header %}<table><tr>{% for h in part.header %}<th>{{ h }}</th>{% endfor %}</tr>
+{% for row in part.rows %}<tr>{% for cell in row %}<td>{{ cell }}</td>{% endfor %}</tr>{% endfor %}
+</table>{% endif %}
+{% for image in part.images %}<p><img src="{{ image }}" alt="{{ image }}"></p>{% endfor %}
+{% endfor %}</body></html>
+"""
+
+
+def run(context: Context, out: Path) -> dict[str, Any]:
+    folder = context.folder
+    for source in (
+        folder.stage("analyze") / "analysis" / "capabilities.png",
+        folder.stage("evaluate") / "success.png",
+        folder.stage("evaluate") / "confusion.png",
+    ):
+        if source.is_file():
+            shutil.copy(source, out / source.name)
+    parts = sections(context)
+    for part in parts:
+        part.images = [i for i in part.images if (out / i).is_file()]
+    (out / "report.md").write_text(markdown(parts), encoding="utf-8")
+    (out / "report.html").write_text(page(parts), encoding="utf-8")
+    context.say(f"report: {folder.root / 'report' / 'report.md'}")
+    return {"pages": ["report.md", "report.html"]}
+
+
+STAGE_NAMES = ("collect", "analyze", "generate", "train", "route", "evaluate")

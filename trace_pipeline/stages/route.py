@@ -1,0 +1,92 @@
+"""route: the adapters folder the router serves, and (optionally) its fitted probe.
+
+The router's labels come from each adapter's `trace.json` (name, description,
+one successful trajectory). The probe is fitted on tasks of the capability
+environments (label: that capability) and on analysis-split target tasks the
+base agent solved (label: base); the target's true needs are never used.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from trace_pipeline.context import Context
+
+
+def load_router(context: Context, folder: Path) -> tuple[Any, Any, Any]:
+    """(adapter bank, tokenizer, router) over the adapters in `folder`, on a fresh base model."""
+    from router.adapters import AdapterBank
+    from router.capabilities import load_capabilities
+    from router.probe import load_probe
+    from router.prompt import RoutingPrompt
+    from router.routed import Router
+    from router.scorer import LabelScorer
+    from trainer.models import load_base
+
+    settings = context.config.route
+    capabilities = load_capabilities(folder, context.model_path)
+    base, tokenizer = load_base(
+        context.model_path,
+        chat_template=capabilities.chat_template,
+        precision=context.config.precision,
+    )
+    bank = AdapterBank(base, capabilities)
+    prompt = RoutingPrompt(capabilities, tokenizer, settings.example_tokens, settings.task_tokens)
+    probe = load_probe(capabilities.folder, prompt.fingerprint(), prompt.targets)
+    return bank, tokenizer, Router(LabelScorer(bank.model, prompt), probe, settings.top_p)
+
+
+def _fit_probe(context: Context, folder: Path) -> dict[str, Any]:
+    import numpy as np
+
+    from router.probe import fit_probe, save_probe
+    from router.prompt import BASE
+    from router.routed import first_observation
+    from trainer.envs import resolve_env
+
+    count = context.config.route.probe_examples
+    bank, _, router = load_router(context, folder)
+    examples: list[tuple[Any, int, str]] = []
+    for capability in bank.capabilities.capabilities:
+        handle = resolve_env(str(context.folder.stage("generate") / "envs" / capability.name))
+        examples += [(handle, seed, capability.name) for seed in range(count)]
+    collected = context.folder.stage("collect") / "trajectories.jsonl"
+    solved = [
+        row["metadata"]["seed"]
+        for row in map(json.loads, collected.read_text(encoding="utf-8").splitlines())
+        if row["success"]
+    ][:count]
+    examples += [(context.target(), seed, BASE) for seed in solved]
+    if not solved:
+        return {"probe": "not fitted: the base agent solved no analysis task to label base"}
+    features = np.stack(
+        [
+            router.scorer.score(first_observation(handle, seed)).features.numpy()
+            for handle, seed, _ in examples
+        ]
+    ).astype(np.float64)
+    prompt = router.scorer.prompt
+    probe = fit_probe(
+        features,
+        [label for *_, label in examples],
+        prompt.targets,
+        prompt.fingerprint(),
+        bank.capabilities.base_model,
+    )
+    save_probe(probe, folder, force=True)
+    return {"probe": {"examples": len(examples), "train_accuracy": probe.train_accuracy}}
+
+
+def run(context: Context, out: Path) -> dict[str, Any]:
+    trained = context.folder.stage("train") / "adapters"
+    if not trained.is_dir() or not any(trained.iterdir()):
+        context.say("route: no adapters were trained; evaluation will play the base model only")
+        return {"adapters": [], "probe": None}
+    shutil.copytree(trained, out / "adapters")
+    result: dict[str, Any] = {"adapters": sorted(p.name for p in trained.iterdir())}
+    if context.config.route.probe_examples:
+        result |= _fit_probe(context, out / "adapters")
+    return result

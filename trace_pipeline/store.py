@@ -1,0 +1,153 @@
+"""A run folder: one subfolder per finished stage, each with the manifest it was built from.
+
+A stage writes into a private staging folder and is moved into place whole
+(`os.replace` of a folder is atomic on one file system), so a kill -9 leaves
+either the old stage or the new one, never half of one; staging folders of dead
+runs are removed on the next start. The manifest records what the stage was
+computed from (its config sections, the upstream manifests' hashes, the project
+version); a rerun skips a stage whose recorded key still matches. One run at a
+time holds the folder's lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+from trace_pipeline.errors import PipelineError
+
+MARKER = ".trace-run"  # in every run folder `trace run` made; nothing else is reused
+MANIFEST = "manifest.json"
+
+
+def project_version() -> str:
+    try:
+        return version("trace-factory")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def digest(value: Any) -> str:
+    """sha256 of canonical JSON (sorted keys, fixed separators)."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
+
+
+def write_json(path: Path, value: Any) -> None:
+    """Write JSON through a temporary file moved into place (never half a file)."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary.write_text(json.dumps(value, indent=2) + "\n", encoding="utf-8")
+    os.replace(temporary, path)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class RunFolder:
+    """The folder of one `trace run`: stage folders, manifests, and its lock."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def open(self, config_file: Path) -> None:
+        """Create the folder (or reuse one `trace run` made) and clear dead stagings."""
+        root = self.root
+        if root.is_symlink() or (root.exists() and not root.is_dir()):
+            raise PipelineError(f"--out {root} is a file or a link; give a folder")
+        config = config_file.resolve()
+        if root.resolve() == config.parent or root.resolve() in config.parents:
+            raise PipelineError(
+                f"--out {root} holds the config file {config_file}; write the run elsewhere"
+            )
+        if root.is_dir() and any(root.iterdir()) and not (root / MARKER).is_file():
+            raise PipelineError(
+                f"--out {root} is not empty and was not made by `trace run`; give a new "
+                "or empty folder"
+            )
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            (root / MARKER).write_text("made by `trace run`\n", encoding="utf-8")
+        except OSError as exc:
+            raise PipelineError(
+                f"--out {root} is not writable ({exc.strerror or exc}); give a folder you can write"
+            ) from None
+        for stale in root.glob(".*.staging-*"):
+            pid = stale.name.rsplit("-", 1)[-1]
+            if not pid.isdigit() or not _alive(int(pid)):
+                shutil.rmtree(stale, ignore_errors=True)
+
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        """Hold the folder for this run; a second run at once is refused."""
+        handle = open(self.root / ".lock", "w")  # noqa: SIM115 - held for the block
+        try:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise PipelineError(
+                    f"another `trace run` is using {self.root}; wait for it or use another --out"
+                ) from None
+            yield
+        finally:
+            handle.close()
+
+    def stage(self, name: str) -> Path:
+        return self.root / name
+
+    def manifest(self, name: str) -> dict[str, Any] | None:
+        """The finished stage's manifest, or None (never run, or unreadable)."""
+        path = self.stage(name) / MANIFEST
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError):
+            return None
+        return data if isinstance(data, dict) and isinstance(data.get("key"), str) else None
+
+    @contextlib.contextmanager
+    def staging(self, name: str) -> Iterator[Path]:
+        """A private folder for a stage's outputs, moved into place when the block ends."""
+        staging = self.root / f".{name}.staging-{os.getpid()}"
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir()
+        try:
+            yield staging
+            final = self.stage(name)
+            old = self.root / f".{name}.old.staging-{os.getpid()}"
+            if final.exists():
+                os.replace(final, old)
+            os.replace(staging, final)
+            shutil.rmtree(old, ignore_errors=True)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+
+    def finish(
+        self, folder: Path, name: str, key: str, inputs: dict[str, Any], began: float, **extra: Any
+    ) -> dict[str, Any]:
+        """Write the stage's manifest into its staging folder."""
+        manifest = {
+            "stage": name,
+            "key": key,
+            "inputs": inputs,
+            "version": project_version(),
+            "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "wall_seconds": round(time.time() - began, 2),
+            **extra,
+        }
+        write_json(folder / MANIFEST, manifest)
+        return manifest
