@@ -49,6 +49,7 @@ class AdapterBank:
         from peft.tuners.tuners_utils import BaseTunerLayer
 
         self.layers = [m for m in self.model.modules() if isinstance(m, BaseTunerLayer)]
+        self.baselines: list[str] = []  # adapters played by name only (see add_baseline)
         self.mixes: OrderedDict[str, str] = OrderedDict()  # route key -> adapter name
         self.built = 0
         self.active = BASE
@@ -72,9 +73,31 @@ class AdapterBank:
                 self.model.delete_adapter(oldest)
         return name
 
+    def add_baseline(
+        self, name: str, path: Path | None = None, combination: str = "ties_svd"
+    ) -> None:
+        """Load another adapter from `path` (one trained on a mixture of the environments),
+        or merge the capability adapters into one (`combination`: a peft weighted-adapter
+        type; TIES by default, density 0.5, each adapter at weight 1). The baseline is
+        then played with `activate_weights({name: 1.0})`, never routed to."""
+        if name in self.capabilities.names or name in self.baselines:
+            raise RouterError(f"an adapter named {name} is already loaded")
+        names = self.capabilities.names
+        with peft_quietly():
+            if path is not None:
+                self.model.load_adapter(str(path), adapter_name=name)
+            else:
+                self.model.add_weighted_adapter(
+                    names, [1.0] * len(names), name,
+                    combination_type=combination, density=0.5,
+                )  # fmt: skip
+        self.model.requires_grad_(False)
+        self.baselines.append(name)
+        self._point(self.active)
+
     def adapter_for(self, weights: dict[str, float]) -> str:
         """The loaded adapter that applies `weights` (built when first asked for)."""
-        unknown = set(weights) - set(self.capabilities.names)
+        unknown = set(weights) - set(self.capabilities.names) - set(self.baselines)
         if unknown:
             raise RouterError(
                 f"no adapters named {sorted(unknown)}; have {self.capabilities.names}"

@@ -83,8 +83,13 @@ def evaluate_routing(
     tasks: Sequence[Task],
     limits: RolloutLimits,
     tool_format: str,
+    baselines: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The whole evaluation as a JSON-able report."""
+    """The whole evaluation as a JSON-able report.
+
+    `baselines` maps a condition's name to a loaded adapter played on every
+    task (`AdapterBank.add_baseline`: a TIES merge, a multi-capability adapter).
+    """
     scores, seconds_per_route = score_tasks(router, tasks)
     routes: dict[str, list[Route]] = {mode: [] for mode in router.modes()}
     for score in scores:
@@ -103,6 +108,8 @@ def evaluate_routing(
     configurations: dict[str, dict[str, float]] = {BASE: {}}
     configurations.update({name: {name: 1.0} for name in names})
     configurations["uniform merge"] = uniform_merge(names)
+    for adapter in (baselines or {}).values():
+        configurations[adapter] = {adapter: 1.0}
     outcomes: dict[str, dict[int, tuple[bool, float]]] = {}
     for weights in tqdm(configurations.values(), desc="configurations", unit="config"):
         outcomes[Route("", "", weights).key] = _played(
@@ -136,6 +143,8 @@ def evaluate_routing(
     conditions["uniform merge"] = lookup(
         [Route("", "", configurations["uniform merge"]).key] * len(tasks)
     )
+    for condition, adapter in (baselines or {}).items():
+        conditions[condition] = lookup([adapter] * len(tasks))
     for mode, chosen in routes.items():
         conditions[f"routed: {mode}"] = lookup([r.key for r in chosen])
     conditions["oracle"] = lookup(truths)

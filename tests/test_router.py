@@ -389,7 +389,7 @@ def test_serve_answers_the_openai_client_and_keeps_routes(
         (["fit", "--examples", "1"], "--examples"),
         (["fit", "--regularisation", "inf"], "--regularisation"),
         (["eval", "--episodes", "0", "--out", "x"], "--episodes"),
-        (["eval", "--temperature", "0", "--out", "x"], "--temperature"),
+        (["eval", "--temperature", "-1", "--out", "x"], "--temperature"),
         (["route"], "give the task"),
     ],
 )

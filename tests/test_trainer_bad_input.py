@@ -65,7 +65,7 @@ def test_bad_numbers_are_refused_before_any_model_loads(
     ("extra", "needle"),
     [
         (["--max-turns", "0"], "--max-turns"),
-        (["--temperature", "0"], "--temperature"),
+        (["--temperature", "-1"], "--temperature"),
         (["--max-new-tokens", "0"], "--max-new-tokens"),
         (["--episodes", "0"], "--episodes"),
         (["--concurrent-episodes", "-1"], "--concurrent-episodes"),

@@ -555,7 +555,7 @@ def test_bad_configs_are_refused(change, message) -> None:
     ("change", "message"),
     [
         ({"max_turns": 0}, "--max-turns"),
-        ({"temperature": 0}, "--temperature"),
+        ({"temperature": -1}, "--temperature"),
         ({"max_new_tokens": 0}, "--max-new-tokens"),
         ({"step_timeout": float("inf")}, "--step-timeout"),
     ],
@@ -1016,3 +1016,71 @@ def test_a_second_signal_stops_at_once() -> None:
         _sigterm()
         _sigterm()
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+# What Qwen2.5-Coder-0.5B-Instruct wrote on the phone environments (greedy).
+QWEN_FENCED = (
+    '```json\n{\n  "name": "get_current_timestamp",\n  "arguments": {\n'
+    '    "timestamp": 1639984000\n  }\n}\n```'
+)
+QWEN_BARE = (
+    '{"name": "add_reminder", "arguments": {"content": "Pick up the dry cleaning", '
+    '"reminder_timestamp": "1609459200", "latitude": "37.7749"}}'
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "arguments"),
+    [
+        (QWEN_FENCED, "get_current_timestamp", {"timestamp": 1639984000}),
+        (QWEN_BARE, "add_reminder", {"content": "Pick up the dry cleaning",
+                                     "reminder_timestamp": "1609459200", "latitude": "37.7749"}),
+        ('```\n{"name": "f", // the tool\n "arguments": {"url": "http://x/y",}}\n```',
+         "f", {"url": "http://x/y"}),
+        ('{"name": "f", /* note */ "arguments": "{\\"a\\": 1}"}', "f", {"a": 1}),
+        ('send(phone_number="+1234", content="hi")', "send",
+         {"phone_number": "+1234", "content": "hi"}),
+        ('{"type": "function", "function": {"name": "g", "arguments": {}}}', "g", {}),
+    ],
+)  # fmt: skip
+def test_tool_calls_are_read_in_the_forms_small_models_write(
+    text: str, name: str, arguments: dict
+) -> None:
+    assert parse_tool_calls(text)[1] == [{"name": name, "arguments": arguments}]
+
+
+def test_a_fenced_list_gives_every_call_and_prose_stays_text() -> None:
+    text = 'Sure:\n```json\n[{"name": "a", "arguments": {}}, {"name": "b", "arguments": {"x": 1}}]\n```'
+    content, calls = parse_tool_calls(text)
+    assert content == "Sure:" and [c["name"] for c in calls] == ["a", "b"]
+    for prose in ("I will call you (later).", "```python\nprint(1)\n```", "f(1, 2)", "{" * 5000):
+        assert parse_tool_calls(prose)[1] == []
+
+
+def test_temperature_0_is_greedy_for_evaluation_and_refused_for_training() -> None:
+    from trainer.config import TrainConfig
+    from trainer.rollout import RolloutLimits
+
+    assert RolloutLimits(temperature=0.0).temperature == 0
+    with pytest.raises(TrainerError, match="greedy"):
+        TrainConfig(temperature=0.0)
+
+
+def test_env_given_twice_is_a_uniform_mixture_whose_gold_policy_plays() -> None:
+    from trainer.envs import MixtureHandle, resolve_envs
+
+    folders = [str(ROOT / "generated_envs" / n) for n in ("date_time_recovery", "permission_error_recovery")]
+    handle = resolve_envs(folders)
+    assert isinstance(handle, MixtureHandle) and handle.capability["envs"] == [
+        "date_time_recovery",
+        "permission_error_recovery",
+    ]
+    env = handle.make()
+    played = set()
+    for seed in range(4):
+        episode = __import__(handle.package).run_episode(env, "gold", seed)
+        assert episode.success
+        played.add(env.active.family.name)
+    assert played == {"date_time_recovery", "permission_error_recovery"}
+    with pytest.raises(TrainerError, match="twice"):
+        resolve_envs([folders[0], folders[0]])

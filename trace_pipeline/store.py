@@ -87,7 +87,7 @@ class RunFolder:
             raise PipelineError(
                 f"--out {root} is not writable ({exc.strerror or exc}); give a folder you can write"
             ) from None
-        for stale in root.glob(".*.staging-*"):
+        for stale in [*root.glob(".*.staging-*"), *root.glob(".jobs/.*.staging-*")]:
             pid = stale.name.rsplit("-", 1)[-1]
             if not pid.isdigit() or not _alive(int(pid)):
                 shutil.rmtree(stale, ignore_errors=True)

@@ -62,7 +62,7 @@ ROLLOUT_SETTINGS: dict[str, str] = {
     "temperature": "sampling temperature of rollouts (and of the policy's log-probs)",
     "step_timeout": "seconds one environment call may take before its episode is lost",
 }
-CONFIG_LISTS = {"lora_target_modules"}  # settings a --config file may give as a list
+CONFIG_LISTS = {"lora_target_modules", "env"}  # settings a --config file may give as a list
 
 
 def _config(arguments: argparse.Namespace) -> TrainConfig:
@@ -122,7 +122,7 @@ def _train(arguments: argparse.Namespace) -> int:
 
 
 def _eval(arguments: argparse.Namespace) -> int:
-    from trainer.envs import resolve_env
+    from trainer.envs import resolve_envs
     from trainer.evaluation import evaluate
     from trainer.export import trained_with
     from trainer.generation import TransformersGenerator
@@ -147,7 +147,7 @@ def _eval(arguments: argparse.Namespace) -> int:
         raise TrainerError(
             f"--adapter: {arguments.adapter} is not a folder; give one written by `trainer train`"
         )
-    handle = resolve_env(arguments.env)
+    handle = resolve_envs(arguments.env)
     # An adapter is evaluated with the prompt format it was trained with, unless told.
     trained = trained_with(arguments.adapter)
     chat_template = arguments.chat_template or trained.get("chat_template")
@@ -227,7 +227,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--env",
-        help="gymnasium id, installed package, or generated_envs/<cap> (required)",
+        action="append",
+        help="gymnasium id, installed package, or generated_envs/<cap> (required); "
+        "given several times, a uniform mixture of them (the multi-capability baseline)",
     )
     parser.add_argument(
         "--model", help="local folder, .gguf file, or Hugging Face id (required)"
@@ -353,10 +355,12 @@ def _setting(path: str, key: object, value: object, action: argparse.Action) -> 
                 f"--config {path}: {key} must be true or false, not {shown}"
             )
         return value
+    if action.dest == "env" and isinstance(value, str):
+        value = [value]
     if action.dest in CONFIG_LISTS and isinstance(value, list):
         if not value or not all(isinstance(v, str) and v for v in value):
             raise TrainerError(f"--config {path}: {key} must be a list of names")
-        return ",".join(value)
+        return value if action.dest == "env" else ",".join(value)
     if action.type is None:  # paths, names and choices: text only
         if not isinstance(value, str):
             raise TrainerError(f"--config {path}: {key} must be text, not {shown}")
@@ -427,7 +431,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     arguments = parser.parse_args(argv)
     if arguments.config:
         command = commands[arguments.command]
-        command.set_defaults(**_config_file(arguments.config, command))
+        settings = _config_file(arguments.config, command)
+        given = sys.argv[1:] if argv is None else argv
+        if any(a == "--env" or a.startswith("--env=") for a in given):
+            settings.pop("env", None)  # --env on the command line replaces the file's list
+        command.set_defaults(**settings)
         arguments = parser.parse_args(argv)
     return arguments
 

@@ -104,3 +104,67 @@ def resolve_env(env: str) -> EnvHandle:
         f"an installed TRACE environment ({listing}) or a gymnasium id. "
         "Install one with `pip install -e generated_envs/<cap>` or pass its folder."
     )
+
+
+class MixtureEnv(gymnasium.Env[str, str]):
+    """Episodes drawn uniformly from several environments: seed s plays member s mod n.
+
+    The paper's multi-capability baseline trains one adapter on such a mixture.
+    It delegates to the member playing the current episode, so gold-policy
+    helpers (`task`, `max_turns`) work on it as on any package's env.
+    """
+
+    def __init__(self, handles: list[EnvHandle], **kwargs: Any) -> None:
+        self.members = [handle.make(**kwargs) for handle in handles]
+        self.observation_space = self.members[0].observation_space
+        self.action_space = self.members[0].action_space
+        self.active = self.members[0]
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        super().reset(seed=seed)
+        pick = seed if seed is not None else int(self.np_random.integers(0, 2**31 - 1))
+        self.active = self.members[pick % len(self.members)]
+        return self.active.reset(seed=pick, options=options)
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        return self.active.step(action)
+
+    def __getattr__(self, name: str) -> Any:  # task, max_turns, toolkit of the active member
+        if name in ("members", "active"):
+            raise AttributeError(name)
+        return getattr(self.active, name)
+
+
+@dataclass(frozen=True)
+class MixtureHandle(EnvHandle):
+    """Several environments played as one (`--env` given more than once)."""
+
+    members: tuple[EnvHandle, ...] = ()
+
+    def make(self, **kwargs: Any) -> gymnasium.Env:
+        return MixtureEnv(list(self.members), **kwargs)
+
+
+def resolve_envs(envs: str | list[str] | tuple[str, ...]) -> EnvHandle:
+    """One environment, or the uniform mixture of several (each resolved like `resolve_env`)."""
+    names = [envs] if isinstance(envs, str) else list(envs)
+    if len(names) == 1:
+        return resolve_env(names[0])
+    members = tuple(resolve_env(name) for name in names)
+    capabilities = [str(m.capability.get("name")) for m in members]
+    if len(set(capabilities)) < len(capabilities):
+        raise TrainerError(f"--env names the same environment twice ({', '.join(names)})")
+    return MixtureHandle(
+        env_id="mixture(" + ",".join(m.env_id for m in members) + ")",
+        package=members[0].package,
+        capability={
+            "name": "mixture",
+            "title": "Mixture of " + ", ".join(capabilities),
+            "description": "one adapter trained on a uniform mixture of: "
+            + "; ".join(f"{c}: {m.capability.get('description', '')}" for c, m in zip(capabilities, members, strict=True)),
+            "envs": capabilities,
+        },
+        members=members,
+    )

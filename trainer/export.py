@@ -96,6 +96,8 @@ def export_adapter(
         "base_model": base_model,
         "env_id": handle.env_id,
         "package": handle.package,
+        # the capability environments of a mixture adapter (`--env` given several times)
+        "envs": handle.capability.get("envs", [handle.capability.get("name")]),
         "example_trajectory": example_trajectory(
             handle, out, seed, config.get("step_timeout", 60.0)
         ),

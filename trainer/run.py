@@ -17,7 +17,7 @@ from typing import Any
 from trainer import checkpoint, distributed, env_calls
 from trainer.chat import ChatFormat
 from trainer.config import TrainConfig
-from trainer.envs import EnvHandle, resolve_env
+from trainer.envs import EnvHandle, resolve_envs
 from trainer.errors import TrainerError
 from trainer.grpo import Outcome
 from trainer.reporting import require
@@ -210,7 +210,7 @@ class Run:
 
 def open_run(
     config: TrainConfig,
-    env: str,
+    env: str | list[str],
     model: str,
     out: Path,
     *,
@@ -221,7 +221,8 @@ def open_run(
     """Check the output folder, resolve the environment, load and wrap the model."""
     from trainer.models import load_base, with_lora
 
-    check_out(out, resume, force, (env, model))
+    envs = [env] if isinstance(env, str) else list(env)
+    check_out(out, resume, force, (*envs, model))
     require(config.report_to)
     distributed.init()
     if config.groups < distributed.world_size():
@@ -229,7 +230,7 @@ def open_run(
             f"--groups {config.groups} is below the number of ranks "
             f"({distributed.world_size()}): every rank needs at least one group"
         )
-    handle = resolve_env(env)
+    handle = resolve_envs(envs)
     base, tokenizer = load_base(
         model, chat_template=chat_template, precision=config.precision
     )

@@ -1,6 +1,6 @@
 """The stages of `trace run`, in order: each reads its config sections and upstream stages.
 
-collect -> analyze -> generate -> train -> route -> evaluate -> report
+collect -> analyze -> generate -> train -> baselines -> route -> evaluate -> report
 """
 
 from __future__ import annotations
@@ -10,7 +10,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trace_pipeline.stages import analyze, collect, evaluate, generate, report, route, train
+from trace_pipeline.stages import (
+    analyze,
+    baselines,
+    collect,
+    evaluate,
+    generate,
+    report,
+    route,
+    train,
+)
 
 
 @dataclass(frozen=True)
@@ -29,12 +38,15 @@ STAGES = (
     Stage("analyze", ("analyze",), ("collect",), analyze.run),
     Stage("generate", ("generate",), ("analyze",), generate.run),
     Stage("train", (*MODEL, "train", "rollout"), ("generate",), train.run),
+    Stage("baselines", (*MODEL, "train", "rollout"), ("generate",), baselines.run),
     Stage("route", (*MODEL, "route"), ("collect", "generate", "train"), route.run),
-    Stage("evaluate", (*MODEL, "target", "rollout", "route"), ("route",), evaluate.run),
+    Stage(
+        "evaluate", (*MODEL, "target", "rollout", "route"), ("route", "baselines"), evaluate.run
+    ),
     Stage(
         "report",
         ("model", "rollout"),
-        ("collect", "analyze", "generate", "train", "route", "evaluate"),
+        ("collect", "analyze", "generate", "train", "baselines", "route", "evaluate"),
         report.run,
     ),
 )

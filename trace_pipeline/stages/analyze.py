@@ -31,7 +31,7 @@ def run(context: Context, out: Path) -> dict[str, Any]:
     retained = sorted(
         (s for s in analysis.selections if s.retained),
         key=lambda s: -s.full.gap * s.full.coverage,
-    )[: settings.max_capabilities]
+    )
     names = [s.capability for s in retained]
     context.say(f"analyze: retained {', '.join(names) or 'nothing'}")
     return {

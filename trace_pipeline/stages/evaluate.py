@@ -1,7 +1,8 @@
 """evaluate: every way to use the adapters, on the target's held-out split, paired.
 
 Conditions (Table 3 of the paper): the base model, each single adapter, the
-uniform merge, routed argmax / top-p / probe, and the oracle (each task's true
+uniform and TIES merges, one adapter trained on the mixture of the
+environments, routed argmax / top-p / probe, and the oracle (each task's true
 need). Every condition plays the same held-out tasks greedily, so each pair of
 conditions is compared with the exact McNemar test on the same seeds.
 """
@@ -53,6 +54,14 @@ def run(context: Context, out: Path) -> dict[str, Any]:
         return base_only(context, out)
     bank, tokenizer, router = load_router(context, folder)
     names = bank.capabilities.names
+    baselines = {}
+    if len(names) >= 2:
+        bank.add_baseline("ties")
+        baselines["TIES merge"] = "ties"
+    mixture = context.folder.stage("baselines") / "mixture"
+    if mixture.is_dir():
+        bank.add_baseline("mixture", mixture)
+        baselines["multi-capability GRPO"] = "mixture"
     chosen = tasks(context, names)
     context.say(f"evaluate: {len(chosen)} held-out tasks, {len(names)} adapters")
     with mixed_precision(context.config.precision, bank.model):
@@ -65,10 +74,11 @@ def run(context: Context, out: Path) -> dict[str, Any]:
             chosen,
             context.limits(),
             bank.capabilities.tool_format,
+            baselines,
         )
     for mode in report["routing"]:
         routed = f"routed: {mode}"
-        for other in ("base model", "uniform merge"):
+        for other in ("base model", "uniform merge", *baselines):
             report["paired"][f"{routed} vs {other}"] = paired(report, routed, other)
     write_json(out / "report.json", report)
     (out / "report.md").write_text(markdown(report), encoding="utf-8")

@@ -21,8 +21,11 @@ def run(context: Context, out: Path) -> dict[str, Any]:
     analysis = context.folder.manifest("analyze") or {}
     specs = analysis.get("result", {}).get("specs", {})
     built, skipped = {}, {}
-    for name, relative in sorted(specs.items()):
-        spec = context.folder.stage("analyze") / relative
+    for name in analysis.get("result", {}).get("retained", []):
+        if len(built) == context.config.generate.max_packages:
+            skipped[name] = f"generate.max_packages ({len(built)}) already built"
+            continue
+        spec = context.folder.stage("analyze") / specs[name]
         try:
             package, report = generate(
                 spec,

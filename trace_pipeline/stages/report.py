@@ -232,4 +232,4 @@ def run(context: Context, out: Path) -> dict[str, Any]:
     return {"pages": ["report.md", "report.html"]}
 
 
-STAGE_NAMES = ("collect", "analyze", "generate", "train", "route", "evaluate")
+STAGE_NAMES = ("collect", "analyze", "generate", "train", "baselines", "route", "evaluate")

@@ -1,0 +1,149 @@
+"""`trace run` end to end on the tiny model: every stage, skipping, --from, kill -9, bad configs."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from trace_pipeline.cli import main
+from trace_pipeline.stages import NAMES
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = ROOT / "examples" / "pipelines" / "phone_tiny.yaml"
+
+
+def _trace(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "trace_pipeline", *argv],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=900,
+    )
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("pipeline") / "run"
+    done = _trace("run", str(TINY), "--out", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out
+
+
+def test_every_stage_writes_its_folder_and_manifest(finished: Path) -> None:
+    for name in NAMES:
+        manifest = json.loads((finished / name / "manifest.json").read_text())
+        assert manifest["stage"] == name and len(manifest["key"]) == 64
+    report = (finished / "report" / "report.md").read_text()
+    assert "Table 3" in report and "exact McNemar" in report
+    for condition in ("base model", "uniform merge", "TIES merge", "multi-capability GRPO",
+                      "routed: argmax", "routed: top-p", "oracle"):  # fmt: skip
+        assert f"| {condition} |" in report, condition
+    trace = json.loads((finished / "baselines" / "mixture" / "trace.json").read_text())
+    assert trace["capability"] == "mixture"
+    assert trace["envs"] == ["date_time_recovery", "permission_error_recovery"]
+    assert "<table>" in (finished / "report" / "report.html").read_text()
+    collected = (finished / "collect" / "trajectories.jsonl").read_text().splitlines()
+    assert len(collected) == 12
+    record = json.loads(collected[0])
+    assert record["expected_actions"] and "needs" in record["metadata"]
+    assert not list(finished.glob(".*staging*"))
+
+
+def test_a_rerun_skips_every_stage_and_from_redoes_the_rest(finished: Path) -> None:
+    again = _trace("run", str(TINY), "--out", str(finished))
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert again.stderr.count("done, skipped") == len(NAMES)
+    before = json.loads((finished / "collect" / "manifest.json").read_text())
+    redo = _trace("run", str(TINY), "--out", str(finished), "--from", "evaluate")
+    assert redo.returncode == 0, redo.stderr[-2000:]
+    assert redo.stderr.count("done, skipped") == NAMES.index("evaluate")
+    assert json.loads((finished / "collect" / "manifest.json").read_text()) == before
+    status = _trace("status", str(finished))
+    assert status.stdout.count(" done") == len(NAMES), status.stdout
+
+
+def test_a_changed_setting_makes_its_stages_stale(finished: Path, tmp_path: Path) -> None:
+    changed = tmp_path / "changed.yaml"
+    changed.write_text(TINY.read_text().replace("cold_start: 2", "cold_start: 3"))
+    (finished / "config.yaml").write_text(changed.read_text())
+    try:
+        rows = dict(line.split()[:2] for line in _trace("status", str(finished)).stdout.splitlines())
+    finally:
+        (finished / "config.yaml").write_text(TINY.read_text())
+    assert rows["collect"] == "done" and rows["train"] == "stale"
+
+
+def test_kill_9_in_a_stage_then_a_rerun_finishes(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "trace_pipeline", "run", str(TINY), "--out", str(out)],
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stderr is not None
+    for line in process.stderr:
+        if "train: running" in line:
+            time.sleep(1.0)
+            process.send_signal(signal.SIGKILL)
+            break
+    process.wait(timeout=60)
+    assert not (out / "train" / "manifest.json").exists()
+    done = _trace("run", str(TINY), "--out", str(out))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stderr.count("done, skipped") == NAMES.index("train")
+    assert (out / "report" / "report.md").is_file()
+    assert not list(out.glob(".*staging*")) and not list((out / ".jobs").glob(".*staging*"))
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("model: tiny\ntarget: {analysis_episodes: -3}\n", "target.analysis_episodes"),
+        ("model: tiny\nrollout: {max_turns: many}\n", "rollout.max_turns"),
+        ("model: tiny\nbogus: 1\n", "bogus"),
+        ("target: {}\n", "model"),
+        ("model: tiny\nrollout: {max_new_tokens: 100, max_total_tokens: 90}\n", "max_total_tokens"),
+        ("- a\n- b\n", "mapping"),
+        ("model: [unclosed\n", "not valid YAML"),
+        ("model: tiny\ntarget: {difficulty: {share_off: 500}}\n", "share_off"),
+    ],
+)
+def test_a_bad_config_exits_2_naming_the_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture, text: str, named: str
+) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text(text)
+    assert main(["run", str(config), "--out", str(tmp_path / "out")]) == 2
+    error = capsys.readouterr().err
+    assert named in error and "Traceback" not in error
+
+
+def test_missing_config_foreign_out_and_a_second_run_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    assert main(["run", str(tmp_path / "none.yaml")]) == 2
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "mine.txt").write_text("keep")
+    assert main(["run", str(TINY), "--out", str(foreign)]) == 2
+    assert (foreign / "mine.txt").read_text() == "keep"
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / ".trace-run").write_text("")
+    with open(busy / ".lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        assert main(["run", str(TINY), "--out", str(busy)]) == 2
+    errors = capsys.readouterr().err
+    assert "no such file" in errors and "not made by `trace run`" in errors
+    assert "another `trace run`" in errors
+    assert os.listdir(foreign) == ["mine.txt"]
