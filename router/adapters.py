@@ -49,7 +49,9 @@ class AdapterBank:
         from peft.tuners.tuners_utils import BaseTunerLayer
 
         self.layers = [m for m in self.model.modules() if isinstance(m, BaseTunerLayer)]
-        self.baselines: list[str] = []  # adapters played by name only (see add_baseline)
+        self.baselines: list[
+            str
+        ] = []  # adapters played by name only (see add_baseline)
         self.mixes: OrderedDict[str, str] = OrderedDict()  # route key -> adapter name
         self.built = 0
         self.active = BASE

@@ -559,7 +559,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-total-tokens", type=int, default=8192, help="tokens per episode"
     )
     evaluate.add_argument(
-        "--temperature", type=float, default=0.7, help="sampling temperature (0: greedy)"
+        "--temperature",
+        type=float,
+        default=0.7,
+        help="sampling temperature (0: greedy)",
     )
     evaluate.add_argument(
         "--generation-batch-size",

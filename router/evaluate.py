@@ -20,7 +20,7 @@ from tqdm import tqdm
 
 from router.modes import Route, uniform_merge
 from router.prompt import BASE
-from router.routed import Router, Task, play
+from router.routed import Router, Task, play, play_rerouting
 from router.scorer import Scores
 from trainer.evaluation import confidence_interval, mcnemar
 from trainer.rollout import Generator, RolloutLimits
@@ -187,6 +187,64 @@ def evaluate_routing(
             for i, t in enumerate(tasks)
         ],
     }
+
+
+def add_rerouting(
+    report: dict[str, Any],
+    activate: Callable[[dict[str, float]], object],
+    new_generator: Callable[[], Generator],
+    router: Router,
+    tokenizer: Any,
+    tasks: Sequence[Task],
+    limits: RolloutLimits,
+    tool_format: str,
+    mode: str = "argmax",
+) -> str:
+    """Add the condition "re-routed on errors" to a report of `evaluate_routing`.
+
+    Each task starts on its first-turn `mode` route, as that condition did, and
+    is routed again whenever a tool call is refused; it is compared, paired, with
+    first-turn routing, the base model and the best single adapter. Returns the
+    condition's name.
+    """
+    name = f"routed: {mode}, re-routed on errors"
+    rows = report["per_task"]
+    first = [
+        Route(mode, r["routes"][mode]["target"], r["routes"][mode]["adapters"])
+        for r in rows
+    ]
+    episodes, targets = play_rerouting(
+        activate,
+        new_generator,
+        router,
+        tokenizer,
+        tasks,
+        first,
+        mode,
+        limits,
+        tool_format,
+    )
+    for row, episode, chain in zip(rows, episodes, targets, strict=True):
+        row["success"][name] = bool(episode.success)
+        row["reroutes"] = chain
+    outcomes = [float(e.success) for e in episodes]
+    report["success"][name] = {
+        **rate(outcomes),
+        "reward_mean": float(np.mean([e.reward for e in episodes])),
+    }
+    final = [chain[-1] for chain in targets]
+    report["rerouting"] = {
+        "mode": mode,
+        "tasks_rerouted": sum(len(chain) > 1 for chain in targets),
+        "final_route_accuracy": rate(
+            [t.truth == f for t, f in zip(tasks, final, strict=True)]
+        ),
+    }
+    for other in (f"routed: {mode}", "base model", report["best_single"]):
+        report["paired"][f"{name} vs {other}"] = mcnemar(
+            [r["success"][name] for r in rows], [r["success"][other] for r in rows]
+        )
+    return name
 
 
 def _played(

@@ -21,7 +21,13 @@ from router.modes import Route, argmax_route, top_p_route
 from router.probe import Probe
 from router.scorer import LabelScorer, Scores
 from trainer.envs import EnvHandle
-from trainer.rollout import Episode, Generator, RolloutLimits, collect
+from trainer.rollout import (
+    Episode,
+    Generator,
+    RolloutLimits,
+    collect,
+    collect_switching,
+)
 
 
 @dataclass
@@ -123,3 +129,118 @@ def play(
         for index, (episode,) in zip(indices, episodes, strict=True):
             played[index] = episode
     return [e for e in played if e is not None]
+
+
+def new_errors(episode: Episode, seen: int) -> list[str]:
+    """Texts of the episode's refused tool calls after the first `seen` ones."""
+    errors = [
+        str(m.get("content", ""))
+        for m in episode.messages
+        if m.get("role") == "tool" and m.get("error")
+    ]
+    return errors[seen:]
+
+
+def with_observation(
+    messages: list[dict[str, Any]], observation: str
+) -> list[dict[str, Any]]:
+    """A first observation whose request also shows what a tool just answered.
+
+    The router reads the system policy and the first user message; re-routing
+    gives it the request with the new observation appended, so a need the
+    request could not show (a setting that is off) can now be seen.
+    """
+    system = next((m for m in messages if m.get("role") == "system"), None)
+    user = next((m for m in messages if m.get("role") == "user"), {"content": ""})
+    request = (
+        f"{user.get('content') or ''}\n\nThe last tool call answered: {observation}"
+    )
+    return [*([system] if system else []), {"role": "user", "content": request}]
+
+
+class ReroutingGenerator:
+    """A generator that makes its configuration live before every call (one per route key)."""
+
+    def __init__(
+        self,
+        inner: Generator,
+        activate: Callable[[dict[str, float]], object],
+        weights: dict[str, float],
+    ) -> None:
+        self.inner, self.activate, self.weights = inner, activate, weights
+
+    def generate(
+        self,
+        prompts: Any,
+        max_new_tokens: int,
+        temperature: float,
+        resume: bool = False,
+    ) -> Any:
+        self.activate(self.weights)
+        return self.inner.generate(prompts, max_new_tokens, temperature, resume)
+
+
+def play_rerouting(
+    activate: Callable[[dict[str, float]], object],
+    new_generator: Callable[[], Generator],
+    router: Router,
+    tokenizer: Any,
+    tasks: Sequence[Task],
+    first: Sequence[Route],
+    mode: str,
+    limits: RolloutLimits,
+    tool_format: str,
+) -> tuple[list[Episode], list[list[str]]]:
+    """Play each task from its first route, routing again whenever a tool call is refused.
+
+    Held otherwise. Returns the episodes and each task's sequence of route
+    targets (one entry per route taken).
+    """
+    played: list[Episode | None] = [None] * len(tasks)
+    targets: list[list[str]] = [[route.target] for route in first]
+    generators: dict[str, ReroutingGenerator] = {}
+    weights: dict[str, dict[str, float]] = {}
+
+    def generator_for(key: str) -> Generator:
+        if key not in generators:
+            generators[key] = ReroutingGenerator(
+                new_generator(), activate, weights[key]
+            )
+        return generators[key]
+
+    current = dict(enumerate(first))
+    seen = dict.fromkeys(range(len(tasks)), 0)
+
+    def chooser(indices: list[int]) -> Callable[[Episode], str]:
+        """Route choice for the episodes of one batch (an episode's group is its index)."""
+
+        def choose(episode: Episode) -> str:
+            i = indices[episode.group]
+            errors = new_errors(episode, seen[i])
+            if errors:
+                seen[i] += len(errors)
+                current[i] = router.route(
+                    with_observation(tasks[i].messages, errors[-1]), mode
+                )
+                targets[i].append(current[i].target)
+            weights[current[i].key] = current[i].weights
+            return current[i].key
+
+        return choose
+
+    by_env: dict[str, list[int]] = defaultdict(list)
+    for index, task in enumerate(tasks):
+        by_env[task.env.env_id].append(index)
+    for indices in by_env.values():
+        episodes = collect_switching(
+            tasks[indices[0]].env,
+            generator_for,
+            chooser(indices),
+            tokenizer,
+            [tasks[i].seed for i in indices],
+            limits,
+            tool_format,
+        )
+        for i, episode in zip(indices, episodes, strict=True):
+            played[i] = episode
+    return [e for e in played if e is not None], targets

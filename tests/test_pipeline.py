@@ -71,12 +71,17 @@ def test_a_rerun_skips_every_stage_and_from_redoes_the_rest(finished: Path) -> N
     assert status.stdout.count(" done") == len(NAMES), status.stdout
 
 
-def test_a_changed_setting_makes_its_stages_stale(finished: Path, tmp_path: Path) -> None:
+def test_a_changed_setting_makes_its_stages_stale(
+    finished: Path, tmp_path: Path
+) -> None:
     changed = tmp_path / "changed.yaml"
     changed.write_text(TINY.read_text().replace("cold_start: 2", "cold_start: 3"))
     (finished / "config.yaml").write_text(changed.read_text())
     try:
-        rows = dict(line.split()[:2] for line in _trace("status", str(finished)).stdout.splitlines())
+        rows = dict(
+            line.split()[:2]
+            for line in _trace("status", str(finished)).stdout.splitlines()
+        )
     finally:
         (finished / "config.yaml").write_text(TINY.read_text())
     assert rows["collect"] == "done" and rows["train"] == "stale"
@@ -102,7 +107,9 @@ def test_kill_9_in_a_stage_then_a_rerun_finishes(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stderr.count("done, skipped") == NAMES.index("train")
     assert (out / "report" / "report.md").is_file()
-    assert not list(out.glob(".*staging*")) and not list((out / ".jobs").glob(".*staging*"))
+    assert not list(out.glob(".*staging*")) and not list(
+        (out / ".jobs").glob(".*staging*")
+    )
 
 
 @pytest.mark.parametrize(
@@ -112,7 +119,10 @@ def test_kill_9_in_a_stage_then_a_rerun_finishes(tmp_path: Path) -> None:
         ("model: tiny\nrollout: {max_turns: many}\n", "rollout.max_turns"),
         ("model: tiny\nbogus: 1\n", "bogus"),
         ("target: {}\n", "model"),
-        ("model: tiny\nrollout: {max_new_tokens: 100, max_total_tokens: 90}\n", "max_total_tokens"),
+        (
+            "model: tiny\nrollout: {max_new_tokens: 100, max_total_tokens: 90}\n",
+            "max_total_tokens",
+        ),
         ("- a\n- b\n", "mapping"),
         ("model: [unclosed\n", "not valid YAML"),
         ("model: tiny\ntarget: {difficulty: {share_off: 500}}\n", "share_off"),

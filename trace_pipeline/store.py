@@ -117,7 +117,11 @@ class RunFolder:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError, RecursionError):
             return None
-        return data if isinstance(data, dict) and isinstance(data.get("key"), str) else None
+        return (
+            data
+            if isinstance(data, dict) and isinstance(data.get("key"), str)
+            else None
+        )
 
     @contextlib.contextmanager
     def staging(self, name: str) -> Iterator[Path]:
@@ -137,7 +141,13 @@ class RunFolder:
             shutil.rmtree(staging, ignore_errors=True)
 
     def finish(
-        self, folder: Path, name: str, key: str, inputs: dict[str, Any], began: float, **extra: Any
+        self,
+        folder: Path,
+        name: str,
+        key: str,
+        inputs: dict[str, Any],
+        began: float,
+        **extra: Any,
     ) -> dict[str, Any]:
         """Write the stage's manifest into its staging folder."""
         manifest = {

@@ -62,7 +62,10 @@ ROLLOUT_SETTINGS: dict[str, str] = {
     "temperature": "sampling temperature of rollouts (and of the policy's log-probs)",
     "step_timeout": "seconds one environment call may take before its episode is lost",
 }
-CONFIG_LISTS = {"lora_target_modules", "env"}  # settings a --config file may give as a list
+CONFIG_LISTS = {
+    "lora_target_modules",
+    "env",
+}  # settings a --config file may give as a list
 
 
 def _config(arguments: argparse.Namespace) -> TrainConfig:
@@ -434,7 +437,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         settings = _config_file(arguments.config, command)
         given = sys.argv[1:] if argv is None else argv
         if any(a == "--env" or a.startswith("--env=") for a in given):
-            settings.pop("env", None)  # --env on the command line replaces the file's list
+            settings.pop(
+                "env", None
+            )  # --env on the command line replaces the file's list
         command.set_defaults(**settings)
         arguments = parser.parse_args(argv)
     return arguments

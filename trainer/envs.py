@@ -131,7 +131,9 @@ class MixtureEnv(gymnasium.Env[str, str]):
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         return self.active.step(action)
 
-    def __getattr__(self, name: str) -> Any:  # task, max_turns, toolkit of the active member
+    def __getattr__(
+        self, name: str
+    ) -> Any:  # task, max_turns, toolkit of the active member
         if name in ("members", "active"):
             raise AttributeError(name)
         return getattr(self.active, name)
@@ -155,7 +157,9 @@ def resolve_envs(envs: str | list[str] | tuple[str, ...]) -> EnvHandle:
     members = tuple(resolve_env(name) for name in names)
     capabilities = [str(m.capability.get("name")) for m in members]
     if len(set(capabilities)) < len(capabilities):
-        raise TrainerError(f"--env names the same environment twice ({', '.join(names)})")
+        raise TrainerError(
+            f"--env names the same environment twice ({', '.join(names)})"
+        )
     return MixtureHandle(
         env_id="mixture(" + ",".join(m.env_id for m in members) + ")",
         package=members[0].package,
@@ -163,7 +167,10 @@ def resolve_envs(envs: str | list[str] | tuple[str, ...]) -> EnvHandle:
             "name": "mixture",
             "title": "Mixture of " + ", ".join(capabilities),
             "description": "one adapter trained on a uniform mixture of: "
-            + "; ".join(f"{c}: {m.capability.get('description', '')}" for c, m in zip(capabilities, members, strict=True)),
+            + "; ".join(
+                f"{c}: {m.capability.get('description', '')}"
+                for c, m in zip(capabilities, members, strict=True)
+            ),
             "envs": capabilities,
         },
         members=members,

@@ -71,7 +71,9 @@ def _loads(text: str) -> Any:
 def _as_call(payload: Any) -> dict[str, Any] | None:
     """{"name", "arguments"} of a call object in any common shape, else None."""
     if isinstance(payload, dict) and isinstance(payload.get("function"), dict):
-        payload = payload["function"]  # OpenAI's {"type": "function", "function": {...}}
+        payload = payload[
+            "function"
+        ]  # OpenAI's {"type": "function", "function": {...}}
     if not isinstance(payload, dict) or not isinstance(payload.get("name"), str):
         return None
     arguments = payload.get("arguments", payload.get("parameters", {}))

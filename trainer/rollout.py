@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -217,6 +217,49 @@ def collect(
         bar.update(sum(e.done for e in active))
     bar.close()
     return groups
+
+
+def collect_switching(
+    handle: EnvHandle,
+    generator_for: Callable[[str], Generator],
+    choose: Callable[[Episode], str],
+    tokenizer: Any,
+    seeds: Sequence[int],
+    limits: RolloutLimits,
+    tool_format: str = "json",
+) -> list[Episode]:
+    """One episode per seed, each turn written by the generator `choose(episode)` names.
+
+    Routing that may change its mind mid-episode (re-routing when an error
+    arrives) plays this way: before every turn each episode is asked for its
+    configuration's key, episodes are batched per key, and each key's
+    generator keeps its own KV caches (an episode that moves to another
+    configuration is encoded afresh under it).
+    """
+    episodes, chat = [], None
+    chats: dict[int, ChatFormat] = {}
+    for index, seed in enumerate(seeds):
+        episode = Episode(group=index, seed=seed)
+        opened = _open(episode, handle, tokenizer, limits, tool_format, chat)
+        if opened is not None:
+            chat = chats[id(episode)] = opened
+        episodes.append(episode)
+    called: set[str] = set()
+    while active := [e for e in episodes if not e.done]:
+        batches: dict[str, list[Episode]] = {}
+        for episode in active:
+            batches.setdefault(choose(episode), []).append(episode)
+        for key, batch in batches.items():
+            samples = generator_for(key).generate(
+                [e.tokens for e in batch],
+                limits.max_new_tokens,
+                limits.temperature,
+                resume=key in called,
+            )
+            called.add(key)
+            for episode, sample in zip(batch, samples, strict=True):
+                _advance(episode, sample, chats[id(episode)], limits)
+    return episodes
 
 
 def _advance(

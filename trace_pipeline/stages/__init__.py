@@ -41,7 +41,10 @@ STAGES = (
     Stage("baselines", (*MODEL, "train", "rollout"), ("generate",), baselines.run),
     Stage("route", (*MODEL, "route"), ("collect", "generate", "train"), route.run),
     Stage(
-        "evaluate", (*MODEL, "target", "rollout", "route"), ("route", "baselines"), evaluate.run
+        "evaluate",
+        (*MODEL, "target", "rollout", "route"),
+        ("route", "baselines"),
+        evaluate.run,
     ),
     Stage(
         "report",

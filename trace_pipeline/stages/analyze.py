@@ -21,7 +21,9 @@ def run(context: Context, out: Path) -> dict[str, Any]:
             [collected / "trajectories.jsonl"],
             "phone",
             out / "analysis",
-            AnalysisSettings(settings.runs, settings.min_runs, settings.rho, settings.delta),
+            AnalysisSettings(
+                settings.runs, settings.min_runs, settings.rho, settings.delta
+            ),
             llm_model=settings.llm_model,
             truth=collected / "truth.json",
         )

@@ -26,7 +26,9 @@ def run(context: Context, out: Path) -> dict[str, Any]:
     packages = sorted(generated.get("result", {}).get("packages", {}).items())
     if len(packages) < 2:
         return {"mixture": None, "why": "fewer than two capability environments"}
-    envs = [str(context.folder.stage("generate") / relative) for _, relative in packages]
+    envs = [
+        str(context.folder.stage("generate") / relative) for _, relative in packages
+    ]
     single = train_config(context)
     config = dataclasses.replace(
         single,
@@ -50,10 +52,14 @@ def run(context: Context, out: Path) -> dict[str, Any]:
         {
             "envs": [name for name, _ in packages],
             "generate": generated.get("key"),
-            "config": context.config.section("model", "chat_template", "precision", "train", "rollout"),
+            "config": context.config.section(
+                "model", "chat_template", "precision", "train", "rollout"
+            ),
         },
         work,
     )
-    shutil.copytree(job / "adapter", out / "mixture", ignore=shutil.ignore_patterns("checkpoint"))
+    shutil.copytree(
+        job / "adapter", out / "mixture", ignore=shutil.ignore_patterns("checkpoint")
+    )
     summary = json.loads((job / "summary.json").read_text(encoding="utf-8"))
     return {"mixture": "mixture", "envs": [n for n, _ in packages], **summary}

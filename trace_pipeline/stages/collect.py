@@ -86,7 +86,11 @@ def run(context: Context, out: Path) -> dict[str, Any]:
         for row in records
     }
     write_json(out / "truth.json", {"labels": truth})
-    summary = {"episodes": len(records), "lost": len(episodes) - len(records), "success": rates(records)}
+    summary = {
+        "episodes": len(records),
+        "lost": len(episodes) - len(records),
+        "success": rates(records),
+    }
     write_json(out / "summary.json", summary)
     context.say(
         f"collect: base success {summary['success']['all']['successes']}/{len(records)} "

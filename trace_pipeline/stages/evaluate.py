@@ -3,8 +3,10 @@
 Conditions (Table 3 of the paper): the base model, each single adapter, the
 uniform and TIES merges, one adapter trained on the mixture of the
 environments, routed argmax / top-p / probe, and the oracle (each task's true
-need). Every condition plays the same held-out tasks greedily, so each pair of
-conditions is compared with the exact McNemar test on the same seeds.
+need); and a mode the paper has not: argmax routing taken again whenever a
+tool call is refused (the error shows a need the request could not). Every
+condition plays the same held-out tasks greedily, so each pair of conditions is
+compared with the exact McNemar test on the same seeds.
 """
 
 from __future__ import annotations
@@ -29,7 +31,14 @@ def tasks(context: Context, names: list[str]) -> list[Any]:
     for index in range(context.config.target.heldout_episodes):
         seed = EVAL_SEED_BASE + index
         needs = [n for n in phone.needs(seed, difficulty) if n in names]
-        chosen.append(Task(handle, seed, needs[0] if needs else BASE, first_observation(handle, seed)))
+        chosen.append(
+            Task(
+                handle,
+                seed,
+                needs[0] if needs else BASE,
+                first_observation(handle, seed),
+            )
+        )
     return chosen
 
 
@@ -38,16 +47,17 @@ def paired(report: dict[str, Any], first: str, second: str) -> dict[str, Any]:
     from trainer.evaluation import mcnemar
 
     rows = report["per_task"]
-    return mcnemar([r["success"][first] for r in rows], [r["success"][second] for r in rows])
+    return mcnemar(
+        [r["success"][first] for r in rows], [r["success"][second] for r in rows]
+    )
 
 
 def run(context: Context, out: Path) -> dict[str, Any]:
-    from router.evaluate import evaluate_routing, markdown
+    from router.evaluate import add_rerouting, evaluate_routing, markdown
     from router.plots import plot_confusion, plot_success
+    from trace_pipeline.stages.route import load_router
     from trainer.generation import TransformersGenerator
     from trainer.models import mixed_precision
-
-    from trace_pipeline.stages.route import load_router
 
     folder = context.folder.stage("route") / "adapters"
     if not folder.is_dir():
@@ -75,6 +85,17 @@ def run(context: Context, out: Path) -> dict[str, Any]:
             context.limits(),
             bank.capabilities.tool_format,
             baselines,
+        )
+    with mixed_precision(context.config.precision, bank.model):
+        add_rerouting(
+            report,
+            bank.activate_weights,
+            lambda: TransformersGenerator(bank.model, tokenizer),
+            router,
+            tokenizer,
+            chosen,
+            context.limits(),
+            bank.capabilities.tool_format,
         )
     for mode in report["routing"]:
         routed = f"routed: {mode}"

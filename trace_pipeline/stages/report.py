@@ -39,17 +39,23 @@ def own_rate(row: dict[str, Any] | None) -> str:
         return "-"
     hits = sum(row["outcomes"])
     low, high = row["success_ci95"]
-    return f"{row['success_rate']:.3f} [{low:.3f}, {high:.3f}] ({hits}/{row['episodes']})"
+    return (
+        f"{row['success_rate']:.3f} [{low:.3f}, {high:.3f}] ({hits}/{row['episodes']})"
+    )
 
 
 def sections(context: Context) -> list[Section]:
     folder = context.folder
-    result = {name: (folder.manifest(name) or {}).get("result", {}) for name in STAGE_NAMES}
+    result = {
+        name: (folder.manifest(name) or {}).get("result", {}) for name in STAGE_NAMES
+    }
     collected = result["collect"].get("success", {})
     parts = [
         Section(
             "Base agent on the target (analysis split)",
-            [f"Model `{context.config.model}`, greedy decoding, {context.config.rollout.max_turns} turns."],
+            [
+                f"Model `{context.config.model}`, greedy decoding, {context.config.rollout.max_turns} turns."
+            ],
             ["tasks needing", "success [95% CI] (k/n)"],
             [[name, interval(row)] for name, row in collected.items()],
         )
@@ -63,11 +69,23 @@ def sections(context: Context) -> list[Section]:
                 f"Retained: {', '.join(analysis.get('retained', [])) or 'nothing'}. Truth: the "
                 "needs of each failed analysis task (precision / recall of LACKING on failed runs)."
             ],
-            ["capability", "retained", "ER+", "ER-", "gap", "coverage", "truth precision", "truth recall"],
+            [
+                "capability",
+                "retained",
+                "ER+",
+                "ER-",
+                "gap",
+                "coverage",
+                "truth precision",
+                "truth recall",
+            ],
             [
                 [
-                    row["capability"], "yes" if row["retained"] else "no",
-                    f"{row['er_pos']:.2f}", f"{row['er_neg']:.2f}", f"{row['gap']:.2f}",
+                    row["capability"],
+                    "yes" if row["retained"] else "no",
+                    f"{row['er_pos']:.2f}",
+                    f"{row['er_neg']:.2f}",
+                    f"{row['gap']:.2f}",
                     f"{row['coverage']:.2f}",
                     _truth(truth.get(row["capability"], {}), "precision"),
                     _truth(truth.get(row["capability"], {}), "recall"),
@@ -85,7 +103,12 @@ def sections(context: Context) -> list[Section]:
             [f"Not built: {k} ({v})" for k, v in generated.get("skipped", {}).items()],
             ["adapter", "GRPO iterations", "before training", "after training"],
             [
-                [name, str(row["iterations"]), own_rate(row["before"]), own_rate(row["after"])]
+                [
+                    name,
+                    str(row["iterations"]),
+                    own_rate(row["before"]),
+                    own_rate(row["after"]),
+                ]
                 for name, row in adapters.items()
             ],
         )
@@ -108,7 +131,12 @@ def sections(context: Context) -> list[Section]:
                 [],
                 ["comparison", "won only by the first", "only by the second", "p"],
                 [
-                    [name, str(r["only_first"]), str(r["only_second"]), f"{r['p_value']:.4g}"]
+                    [
+                        name,
+                        str(r["only_first"]),
+                        str(r["only_second"]),
+                        f"{r['p_value']:.4g}",
+                    ]
                     for name, r in report["paired"].items()
                 ],
             )
@@ -116,12 +144,17 @@ def sections(context: Context) -> list[Section]:
         parts.append(
             Section(
                 "Routing accuracy against the target's truth",
-                ["Truth: the capability a held-out task needs (base when it needs none)."],
+                [
+                    "Truth: the capability a held-out task needs (base when it needs none)."
+                ],
                 ["mode", "accuracy [95% CI]"]
                 + [f"recall {t}" for t in report["labels"].values()],
                 [
                     [mode, interval(row["accuracy"])]
-                    + [interval(row["per_class"][t]["recall"]) for t in report["labels"].values()]
+                    + [
+                        interval(row["per_class"][t]["recall"])
+                        for t in report["labels"].values()
+                    ]
                     for mode, row in report["routing"].items()
                 ],
                 ["confusion.png"],
@@ -232,4 +265,12 @@ def run(context: Context, out: Path) -> dict[str, Any]:
     return {"pages": ["report.md", "report.html"]}
 
 
-STAGE_NAMES = ("collect", "analyze", "generate", "train", "baselines", "route", "evaluate")
+STAGE_NAMES = (
+    "collect",
+    "analyze",
+    "generate",
+    "train",
+    "baselines",
+    "route",
+    "evaluate",
+)

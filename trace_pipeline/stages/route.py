@@ -34,9 +34,15 @@ def load_router(context: Context, folder: Path) -> tuple[Any, Any, Any]:
         precision=context.config.precision,
     )
     bank = AdapterBank(base, capabilities)
-    prompt = RoutingPrompt(capabilities, tokenizer, settings.example_tokens, settings.task_tokens)
+    prompt = RoutingPrompt(
+        capabilities, tokenizer, settings.example_tokens, settings.task_tokens
+    )
     probe = load_probe(capabilities.folder, prompt.fingerprint(), prompt.targets)
-    return bank, tokenizer, Router(LabelScorer(bank.model, prompt), probe, settings.top_p)
+    return (
+        bank,
+        tokenizer,
+        Router(LabelScorer(bank.model, prompt), probe, settings.top_p),
+    )
 
 
 def _fit_probe(context: Context, folder: Path) -> dict[str, Any]:
@@ -51,7 +57,9 @@ def _fit_probe(context: Context, folder: Path) -> dict[str, Any]:
     bank, _, router = load_router(context, folder)
     examples: list[tuple[Any, int, str]] = []
     for capability in bank.capabilities.capabilities:
-        handle = resolve_env(str(context.folder.stage("generate") / "envs" / capability.name))
+        handle = resolve_env(
+            str(context.folder.stage("generate") / "envs" / capability.name)
+        )
         examples += [(handle, seed, capability.name) for seed in range(count)]
     collected = context.folder.stage("collect") / "trajectories.jsonl"
     solved = [
@@ -61,7 +69,9 @@ def _fit_probe(context: Context, folder: Path) -> dict[str, Any]:
     ][:count]
     examples += [(context.target(), seed, BASE) for seed in solved]
     if not solved:
-        return {"probe": "not fitted: the base agent solved no analysis task to label base"}
+        return {
+            "probe": "not fitted: the base agent solved no analysis task to label base"
+        }
     features = np.stack(
         [
             router.scorer.score(first_observation(handle, seed)).features.numpy()
@@ -77,13 +87,17 @@ def _fit_probe(context: Context, folder: Path) -> dict[str, Any]:
         bank.capabilities.base_model,
     )
     save_probe(probe, folder, force=True)
-    return {"probe": {"examples": len(examples), "train_accuracy": probe.train_accuracy}}
+    return {
+        "probe": {"examples": len(examples), "train_accuracy": probe.train_accuracy}
+    }
 
 
 def run(context: Context, out: Path) -> dict[str, Any]:
     trained = context.folder.stage("train") / "adapters"
     if not trained.is_dir() or not any(trained.iterdir()):
-        context.say("route: no adapters were trained; evaluation will play the base model only")
+        context.say(
+            "route: no adapters were trained; evaluation will play the base model only"
+        )
         return {"adapters": [], "probe": None}
     shutil.copytree(trained, out / "adapters")
     result: dict[str, Any] = {"adapters": sorted(p.name for p in trained.iterdir())}

@@ -42,7 +42,9 @@ def train_config(context: Context) -> Any:
     )
 
 
-def own_success(context: Context, env: str, model: Any, tokenizer: Any) -> dict[str, Any]:
+def own_success(
+    context: Context, env: str, model: Any, tokenizer: Any
+) -> dict[str, Any]:
     """Greedy success on the environment's first evaluation seeds."""
     from trainer.config import EVAL_SEED_BASE
     from trainer.envs import resolve_env
@@ -60,7 +62,9 @@ def own_success(context: Context, env: str, model: Any, tokenizer: Any) -> dict[
             EVAL_SEED_BASE,
             context.config.rollout.tool_format,
         )
-    return {k: report[k] for k in ("episodes", "success_rate", "success_ci95", "outcomes")}
+    return {
+        k: report[k] for k in ("episodes", "success_rate", "success_ci95", "outcomes")
+    }
 
 
 def train_adapter(context: Context, env: str, folder: Path) -> dict[str, Any]:
@@ -90,10 +94,14 @@ def run(context: Context, out: Path) -> dict[str, Any]:
     adapters = {}
     for name, relative in sorted(packages.items()):
         env = str(context.folder.stage("generate") / relative)
-        context.say(f"train: {name} ({context.config.train.iterations} GRPO iterations)")
+        context.say(
+            f"train: {name} ({context.config.train.iterations} GRPO iterations)"
+        )
         summary: dict[str, Any] = {}
 
-        def work(folder: Path, env: str = env, summary: dict[str, Any] = summary) -> None:
+        def work(
+            folder: Path, env: str = env, summary: dict[str, Any] = summary
+        ) -> None:
             summary.update(train_adapter(context, env, folder))
             write_json(folder / "summary.json", summary)
 
@@ -102,12 +110,16 @@ def run(context: Context, out: Path) -> dict[str, Any]:
             {
                 "env": name,
                 "generate": generated.get("key"),
-                "config": context.config.section("model", "chat_template", "precision", "train", "rollout"),
+                "config": context.config.section(
+                    "model", "chat_template", "precision", "train", "rollout"
+                ),
             },
             work,
         )
         shutil.copytree(
-            job / "adapter", out / "adapters" / name, ignore=shutil.ignore_patterns("checkpoint")
+            job / "adapter",
+            out / "adapters" / name,
+            ignore=shutil.ignore_patterns("checkpoint"),
         )
         import json
 

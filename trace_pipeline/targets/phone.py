@@ -180,8 +180,14 @@ def draw(
         number = contact["phone_number"]
         who = contact["name"] + (f" ({number})" if knobs["give_numbers"] else "")
         instruction = f'Send a message to {who} saying: "{content}"'
-        lookup = [] if knobs["give_numbers"] else [call("search_contacts", name=contact["name"])]
-        send = call("send_message_with_phone_number", phone_number=number, content=content)
+        lookup = (
+            []
+            if knobs["give_numbers"]
+            else [call("search_contacts", name=contact["name"])]
+        )
+        send = call(
+            "send_message_with_phone_number", phone_number=number, content=content
+        )
         done = say(f"Done: your message to {contact['name']} was sent.")
         if off:
             recover, give_up = _switched_off(state, "cellular", knobs["blockers"])
@@ -229,7 +235,9 @@ def draw(
         **where,
     )
     lacking = [*locate, wrong, say(f"Done: reminder set for {phrase}.")]
-    return Task(task_id, instruction, state, tuple(gold), (), tuple(lacking)), (DATE_TIME,)
+    return Task(task_id, instruction, state, tuple(gold), (), tuple(lacking)), (
+        DATE_TIME,
+    )
 
 
 def build_task(rng: random.Random, knobs: Mapping[str, int], task_id: str) -> Task:
@@ -237,7 +245,9 @@ def build_task(rng: random.Random, knobs: Mapping[str, int], task_id: str) -> Ta
     return draw(rng, knobs, task_id)[0]
 
 
-def family(difficulty: Mapping[str, int] | None = None, max_turns: int = 10) -> TaskFamily:
+def family(
+    difficulty: Mapping[str, int] | None = None, max_turns: int = 10
+) -> TaskFamily:
     """The target's task family with `difficulty` knob values (checked)."""
     from factory.runtime.task import resolve_knobs
 
@@ -267,7 +277,9 @@ class PhoneTargetEnv(TaskEnv):
 
     family = family()
 
-    def __init__(self, difficulty: Mapping[str, int] | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self, difficulty: Mapping[str, int] | None = None, **kwargs: Any
+    ) -> None:
         self.family = family(difficulty)  # type: ignore[misc]
         super().__init__(difficulty=None, **kwargs)
 
