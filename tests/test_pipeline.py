@@ -157,3 +157,33 @@ def test_missing_config_foreign_out_and_a_second_run_exit_2(
     assert "no such file" in errors and "not made by `trace run`" in errors
     assert "another `trace run`" in errors
     assert os.listdir(foreign) == ["mine.txt"]
+
+
+def test_the_ray_executor_trains_the_same_adapters(
+    finished: Path, tmp_path: Path
+) -> None:
+    pytest.importorskip("ray")
+    config = tmp_path / "ray.yaml"
+    config.write_text(TINY.read_text() + "executor: ray\nray:\n  cpus_per_job: 1\n")
+    out = tmp_path / "run"
+    done = _trace("run", str(config), "--out", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    manifest = json.loads((out / "train" / "manifest.json").read_text())
+    assert set(manifest["result"]["ran_on"]) == {
+        "date_time_recovery",
+        "permission_error_recovery",
+    }
+    for adapter in (finished / "train" / "adapters").iterdir():
+        ours = (
+            out / "train" / "adapters" / adapter.name / "adapter_model.safetensors"
+        ).read_bytes()
+        assert ours == (adapter / "adapter_model.safetensors").read_bytes(), (
+            adapter.name
+        )
+    table = "Table 3"
+    local = (finished / "report" / "report.md").read_text()
+    remote = (out / "report" / "report.md").read_text()
+    assert (
+        remote.split(table)[1].split("## Wall")[0]
+        == local.split(table)[1].split("## Wall")[0]
+    )

@@ -160,13 +160,30 @@ class Route(Section):
     task_tokens: int = Field(300, ge=16, le=8192)
 
 
+class Ray(Section):
+    """Where `executor: ray` sends jobs (one adapter each)."""
+
+    address: str | None = Field(
+        None,
+        description="a running cluster ('auto', 'ray://host:10001'); none: start one here",
+    )
+    cpus_per_job: float = Field(1, gt=0, le=1024, description="CPUs each job asks for")
+    gpus_per_job: float = Field(0, ge=0, le=64, description="GPUs each job asks for")
+    retries: int = Field(
+        2, ge=0, le=100, description="times a failed job is tried again"
+    )
+
+
 class PipelineConfig(Section):
     """A whole `trace run`."""
 
     model: str = Field(description="a .gguf file, a model folder, or 'tiny' (tests)")
     chat_template: str | None = None
     precision: Literal["fp32", "bf16"] = "fp32"
-    executor: Literal["local"] = "local"
+    executor: Literal["local", "ray"] = Field(
+        "local", description="where a stage's jobs run: this process, or a Ray cluster"
+    )
+    ray: Ray = Field(default_factory=Ray)
     target: Target = Field(default_factory=Target)
     rollout: Rollout = Field(default_factory=Rollout)
     analyze: Analyze = Field(default_factory=Analyze)

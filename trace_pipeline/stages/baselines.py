@@ -16,12 +16,30 @@ from pathlib import Path
 from typing import Any
 
 from trace_pipeline.context import Context
-from trace_pipeline.stages.train import train_config
+from trace_pipeline.executors import Job, run_jobs
+from trace_pipeline.stages.train import train_config, trained_inputs
+from trace_pipeline.store import write_json
+
+
+def mixture_job(context: Context, folder: Path, envs: list[str]) -> None:
+    """The multi-capability adapter into `folder/adapter` (a job)."""
+    from trainer.run import open_run
+
+    single = train_config(context)
+    config = dataclasses.replace(
+        single,
+        iterations=single.iterations * len(envs),
+        cold_start=single.cold_start * len(envs),
+    )
+    run = open_run(
+        config, envs, context.model_path, folder / "adapter",
+        chat_template=context.config.chat_template,
+    )  # fmt: skip
+    outcome, _ = run.execute()
+    write_json(folder / "summary.json", {"iterations": len(outcome.metrics)})
 
 
 def run(context: Context, out: Path) -> dict[str, Any]:
-    from trainer.run import open_run
-
     generated = context.folder.manifest("generate") or {}
     packages = sorted(generated.get("result", {}).get("packages", {}).items())
     if len(packages) < 2:
@@ -29,37 +47,19 @@ def run(context: Context, out: Path) -> dict[str, Any]:
     envs = [
         str(context.folder.stage("generate") / relative) for _, relative in packages
     ]
-    single = train_config(context)
-    config = dataclasses.replace(
-        single,
-        iterations=single.iterations * len(envs),
-        cold_start=single.cold_start * len(envs),
-    )
-    context.say(f"baselines: one adapter on the mixture of {len(envs)} environments")
-
-    def work(folder: Path) -> None:
-        run = open_run(
-            config, envs, context.model_path, folder / "adapter",
-            chat_template=context.config.chat_template,
-        )  # fmt: skip
-        outcome, _ = run.execute()
-        (folder / "summary.json").write_text(
-            json.dumps({"iterations": len(outcome.metrics)}), encoding="utf-8"
-        )
-
-    job = context.job(
+    names = [name for name, _ in packages]
+    context.say(f"baselines: one adapter on the mixture of {', '.join(names)}")
+    job = Job(
         "mixture",
-        {
-            "envs": [name for name, _ in packages],
-            "generate": generated.get("key"),
-            "config": context.config.section(
-                "model", "chat_template", "precision", "train", "rollout"
-            ),
-        },
-        work,
+        {"envs": names, **trained_inputs(context)},
+        "trace_pipeline.stages.baselines:mixture_job",
+        {"envs": envs},
     )
+    (done,) = run_jobs(context, [job])
     shutil.copytree(
-        job / "adapter", out / "mixture", ignore=shutil.ignore_patterns("checkpoint")
+        done.folder / "adapter",
+        out / "mixture",
+        ignore=shutil.ignore_patterns("checkpoint"),
     )
-    summary = json.loads((job / "summary.json").read_text(encoding="utf-8"))
-    return {"mixture": "mixture", "envs": [n for n, _ in packages], **summary}
+    summary = json.loads((done.folder / "summary.json").read_text(encoding="utf-8"))
+    return {"mixture": "mixture", "envs": names, "ran_on": done.host, **summary}

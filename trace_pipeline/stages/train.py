@@ -9,11 +9,14 @@ training did where the capability is isolated.
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from typing import Any
 
 from trace_pipeline.context import Context
+from trace_pipeline.executors import Job, run_jobs
+from trace_pipeline.store import write_json
 
 
 def train_config(context: Context) -> Any:
@@ -67,8 +70,9 @@ def own_success(
     }
 
 
-def train_adapter(context: Context, env: str, folder: Path) -> dict[str, Any]:
-    """Train one adapter into `folder/adapter`; its own-environment success before and after."""
+def train_job(context: Context, folder: Path, env: str) -> None:
+    """One adapter into `folder/adapter`, its own-environment success before and after
+    training into `folder/summary.json` (a job: see `trace_pipeline.executors`)."""
     from trainer.run import open_run
 
     episodes = context.config.train.own_env_episodes
@@ -83,45 +87,44 @@ def train_adapter(context: Context, env: str, folder: Path) -> dict[str, Any]:
     outcome, _ = run.execute()
     run.model.eval()
     after = own_success(context, env, run.model, run.tokenizer) if episodes else None
-    return {"iterations": len(outcome.metrics), "before": before, "after": after}
+    summary = {"iterations": len(outcome.metrics), "before": before, "after": after}
+    write_json(folder / "summary.json", summary)
+
+
+def trained_inputs(context: Context) -> dict[str, Any]:
+    """What every adapter of the run depends on besides its environment."""
+    generated = context.folder.manifest("generate") or {}
+    return {
+        "generate": generated.get("key"),
+        "config": context.config.section(
+            "model", "chat_template", "precision", "train", "rollout"
+        ),
+    }
 
 
 def run(context: Context, out: Path) -> dict[str, Any]:
-    from trace_pipeline.store import write_json
-
     generated = context.folder.manifest("generate") or {}
-    packages = generated.get("result", {}).get("packages", {})
-    adapters = {}
-    for name, relative in sorted(packages.items()):
-        env = str(context.folder.stage("generate") / relative)
-        context.say(
-            f"train: {name} ({context.config.train.iterations} GRPO iterations)"
-        )
-        summary: dict[str, Any] = {}
-
-        def work(
-            folder: Path, env: str = env, summary: dict[str, Any] = summary
-        ) -> None:
-            summary.update(train_adapter(context, env, folder))
-            write_json(folder / "summary.json", summary)
-
-        job = context.job(
+    packages = sorted(generated.get("result", {}).get("packages", {}).items())
+    context.say(
+        f"train: {len(packages)} adapters, {context.config.train.iterations} GRPO "
+        f"iterations each ({context.config.executor} executor)"
+    )
+    jobs = [
+        Job(
             "train",
-            {
-                "env": name,
-                "generate": generated.get("key"),
-                "config": context.config.section(
-                    "model", "chat_template", "precision", "train", "rollout"
-                ),
-            },
-            work,
+            {"env": name, **trained_inputs(context)},
+            "trace_pipeline.stages.train:train_job",
+            {"env": str(context.folder.stage("generate") / relative)},
         )
+        for name, relative in packages
+    ]
+    adapters, hosts = {}, {}
+    for (name, _), done in zip(packages, run_jobs(context, jobs), strict=True):
         shutil.copytree(
-            job / "adapter",
+            done.folder / "adapter",
             out / "adapters" / name,
             ignore=shutil.ignore_patterns("checkpoint"),
         )
-        import json
-
-        adapters[name] = json.loads((job / "summary.json").read_text(encoding="utf-8"))
-    return {"adapters": adapters}
+        adapters[name] = json.loads((done.folder / "summary.json").read_text("utf-8"))
+        hosts[name] = done.host
+    return {"adapters": adapters, "ran_on": hosts}
