@@ -187,3 +187,28 @@ def test_the_ray_executor_trains_the_same_adapters(
         remote.split(table)[1].split("## Wall")[0]
         == local.split(table)[1].split("## Wall")[0]
     )
+
+
+def test_a_gym_target_gives_records_with_its_gold_actions(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from trace_pipeline.config import PipelineConfig
+    from trace_pipeline.context import Context
+    from trace_pipeline.stages.collect import record
+    from trace_pipeline.store import RunFolder
+    from trainer.rollout import Ending
+
+    package = str(ROOT / "generated_envs" / "permission_error_recovery")
+    config = PipelineConfig.model_validate(
+        {"model": "tiny", "target": {"kind": "gym", "env": package}}
+    )
+    context = Context(config, RunFolder(tmp_path), TINY)
+    assert context.needs(3) == []  # a package does not state needs: nothing is assumed
+    episode = SimpleNamespace(
+        seed=3, messages=[{"role": "user", "content": "hi"}], reward=0.0,
+        success=False, turns=1, ending=Ending.FINISHED,
+    )  # fmt: skip
+    row = record(episode, context.target().make())
+    assert row["expected_actions"] and row["tools"] and row["metadata"]["needs"] == []
+    with pytest.raises(Exception, match="env exactly when kind is gym"):
+        PipelineConfig.model_validate({"model": "tiny", "target": {"kind": "gym"}})

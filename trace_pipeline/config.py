@@ -60,7 +60,17 @@ class Rollout(Section):
 class Target(Section):
     """What the agent is improved and judged on; its two splits never meet."""
 
-    kind: Literal["phone"] = Field("phone", description="the built-in phone target")
+    kind: Literal["phone", "gym"] = Field(
+        "phone", description="phone: the built-in target; gym: `env` below"
+    )
+    env: str | None = Field(
+        None,
+        description="kind gym: a gymnasium text-env id or a generated package folder "
+        "(tasks may state their true needs in info['needs'])",
+    )
+    kit: str = Field(
+        "phone", description="the target's tool kit, for analysis and generation"
+    )
     difficulty: dict[str, int] = Field(
         default_factory=dict, description="the target's knobs (see `trace targets`)"
     )
@@ -73,6 +83,12 @@ class Target(Section):
         le=100_000,
         description="tasks of the held-out split (evaluation seeds)",
     )
+
+    @model_validator(mode="after")
+    def _env(self) -> Target:
+        if (self.kind == "gym") != (self.env is not None):
+            raise ValueError("give env exactly when kind is gym")
+        return self
 
     @field_validator("difficulty")
     @classmethod

@@ -73,16 +73,27 @@ class Context:
             )
         return self._base
 
-    def target(self) -> TargetHandle:
-        """The target's env handle (its knob values applied)."""
+    def target(self) -> EnvHandle:
+        """The target's env handle (the phone target with its knob values applied)."""
         from trace_pipeline.targets import phone
 
+        if self.config.target.kind == "gym":
+            from trainer.envs import resolve_env
+
+            return resolve_env(str(self.config.target.env))
         return TargetHandle(
             phone.ENV_ID,
             "trace_pipeline.targets.phone",
             {"name": phone.CAPABILITY, "description": phone.family().description},
             {"difficulty": dict(self.config.target.difficulty)},
         )
+
+    def needs(self, seed: int) -> list[str]:
+        """What the target's task of `seed` truly needs, as its env states in
+        `info["needs"]` (never shown to the agent); [] when it does not say."""
+        env = self.target().make()
+        needs = env.reset(seed=seed)[1].get("needs", [])
+        return [str(n) for n in needs] if isinstance(needs, list) else []
 
     def limits(self) -> RolloutLimits:
         """Episode limits of collection and evaluation (greedy by default)."""

@@ -19,7 +19,7 @@ def run(context: Context, out: Path) -> dict[str, Any]:
     try:
         analysis, specs = run_analysis(
             [collected / "trajectories.jsonl"],
-            "phone",
+            context.config.target.kit,
             out / "analysis",
             AnalysisSettings(
                 settings.runs, settings.min_runs, settings.rho, settings.delta

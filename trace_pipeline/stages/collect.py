@@ -22,21 +22,23 @@ def record(episode: Any, env: Any) -> dict[str, Any]:
 
     `env` is a fresh target env: the task is rebuilt from the episode's seed.
     """
-    env.reset(seed=episode.seed)
-    needs = list(env.needs)
+    _, info = env.reset(seed=episode.seed)
+    needs = info.get("needs", [])
+    task = getattr(env, "task", None)  # a TaskEnv's task knows its gold actions
+    expected = getattr(task, "gold_actions", None)
     return {
-        "task_id": env.task.task_id,
+        "task_id": str(info.get("task_id", f"seed-{episode.seed}")),
         "messages": episode.messages,
         "reward": float(episode.reward),
         "success": bool(episode.success),
-        "tools": list(env.toolkit.schemas),
-        "expected_actions": [
-            {"name": a.name, "arguments": a.arguments} for a in env.task.gold_actions
-        ],
+        "tools": info.get("tools"),
+        "expected_actions": None
+        if expected is None
+        else [{"name": a.name, "arguments": a.arguments} for a in expected],
         "metadata": {
             "run_id": f"seed-{episode.seed}",
             "seed": episode.seed,
-            "needs": needs,
+            "needs": list(needs) if isinstance(needs, list) else [],
             "turns": episode.turns,
             "ending": episode.ending.value,
         },

@@ -22,15 +22,13 @@ def tasks(context: Context, names: list[str]) -> list[Any]:
     """The held-out tasks; truth: the capability the task needs if it has an adapter, else base."""
     from router.prompt import BASE
     from router.routed import Task, first_observation
-    from trace_pipeline.targets import phone
     from trainer.config import EVAL_SEED_BASE
 
     handle = context.target()
-    difficulty = context.config.target.difficulty
     chosen = []
     for index in range(context.config.target.heldout_episodes):
         seed = EVAL_SEED_BASE + index
-        needs = [n for n in phone.needs(seed, difficulty) if n in names]
+        needs = [n for n in context.needs(seed) if n in names]
         chosen.append(
             Task(
                 handle,
