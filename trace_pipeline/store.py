@@ -71,9 +71,13 @@ class RunFolder:
         if root.is_symlink() or (root.exists() and not root.is_dir()):
             raise PipelineError(f"--out {root} is a file or a link; give a folder")
         config = config_file.resolve()
-        if root.resolve() == config.parent or root.resolve() in config.parents:
+        if (
+            root.resolve() in config.parents
+            and config != root.resolve() / "config.yaml"
+        ):
             raise PipelineError(
-                f"--out {root} holds the config file {config_file}; write the run elsewhere"
+                f"--out {root} holds the config file {config_file}, which a stage could "
+                "replace; keep configs outside the run folder (its own config.yaml is fine)"
             )
         if root.is_dir() and any(root.iterdir()) and not (root / MARKER).is_file():
             raise PipelineError(

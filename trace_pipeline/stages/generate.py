@@ -41,6 +41,6 @@ def run(context: Context, out: Path) -> dict[str, Any]:
         if report is not None and not report.tests_passed:
             skipped[name] = f"its property suite failed: {report.tests_summary[:200]}"
             continue
-        built[name] = str(package.relative_to(out))
+        built[name] = str(package.resolve().relative_to(out.resolve()))
         context.say(f"generate: {name} -> {package}")
     return {"packages": built, "skipped": skipped}

@@ -56,6 +56,17 @@ KNOBS = (
     Knob("give_numbers", 0, 0, 1, "1: messages give the contact's number"),
     Knob("all_tools", 0, 0, 1, "1: expose all 33 phone tools, 0: the 14 focused ones"),
     Knob("contacts", 4, 2, 8, "contacts on the phone"),
+    Knob(
+        "say_done",
+        0,
+        0,
+        1,
+        "1: the policy says to answer the user once the request is done",
+    ),
+)
+SAY_DONE = (
+    "- Once the request is done, stop calling tools and tell the user in one sentence "
+    "what you did."
 )
 MESSAGES = (
     "Running 10 minutes late, start without me",
@@ -80,13 +91,15 @@ SETTERS = {
 }
 
 
-def toolkit(all_tools: bool) -> Toolkit:
-    """The phone kit, or its focused subset, with the kit's own policy."""
+def toolkit(all_tools: bool, say_done: bool = False) -> Toolkit:
+    """The phone kit, or its focused subset, with the kit's policy (and the say-done rule)."""
+    policy = phone.TOOLKIT.policy + ("\n" + SAY_DONE if say_done else "")
     if all_tools:
-        return phone.TOOLKIT
+        return replace(phone.TOOLKIT, policy=policy)
     return replace(
         phone.TOOLKIT,
         id="phone-focused",
+        policy=policy,
         schemas=tuple(
             s for s in phone.TOOLKIT.schemas if s["function"]["name"] in FOCUSED
         ),
@@ -257,7 +270,7 @@ def family(
         title="Phone assistant (built-in target)",
         description="Messages and reminders on a phone whose settings and dates hide what each task needs.",
         seed_prefix="phone_target",
-        toolkit=toolkit(bool(knobs["all_tools"])),
+        toolkit=toolkit(bool(knobs["all_tools"]), bool(knobs["say_done"])),
         knobs=KNOBS,
         build_task=build_task,
         difficulty=knobs,
