@@ -219,7 +219,9 @@ def _where(error: dict[str, Any]) -> str:
 
 def load_config(path: Path) -> PipelineConfig:
     """Read and check a config file; any problem is a PipelineError naming the key."""
-    if path.is_dir() or not path.exists():
+    if path.is_dir():
+        raise PipelineError(f"config {path} is a folder; give a YAML config file")
+    if not path.exists():
         raise PipelineError(f"config {path}: no such file; give a YAML config file")
     try:
         with open(path, encoding="utf-8") as handle:

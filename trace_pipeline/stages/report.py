@@ -125,6 +125,7 @@ def sections(context: Context) -> list[Section]:
                 ["success.png"],
             )
         )
+        parts.append(by_need(report))
         parts.append(
             Section(
                 "Paired comparisons (exact McNemar, same tasks)",
@@ -191,6 +192,34 @@ def sections(context: Context) -> list[Section]:
         )
     )
     return parts
+
+
+def by_need(report: dict[str, Any]) -> Section:
+    """Each condition's successes among the held-out tasks of each true need."""
+    rows = report["per_task"]
+    needs = sorted({r["truth"] for r in rows})
+    text = []
+    if "rerouting" in report:
+        r = report["rerouting"]
+        text.append(
+            f"Re-routing ({r['mode']}): {r['tasks_rerouted']} of {len(rows)} tasks were "
+            f"routed again after a refused tool call; final route accuracy "
+            f"{interval(r['final_route_accuracy'])}."
+        )
+    return Section(
+        "Success by what each held-out task truly needs",
+        text,
+        ["condition", *needs],
+        [
+            [name]
+            + [
+                f"{sum(r['success'][name] for r in rows if r['truth'] == need)}/"
+                f"{sum(r['truth'] == need for r in rows)}"
+                for need in needs
+            ]
+            for name in report["success"]
+        ],
+    )
 
 
 def _truth(row: dict[str, Any], key: str) -> str:
