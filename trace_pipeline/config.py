@@ -160,6 +160,9 @@ class Train(Section):
         description="episodes on the adapter's own env, before and after",
     )
     seed: int = Field(0, ge=0, le=2**31)
+    backend: Literal["transformers", "vllm"] = Field(
+        "transformers", description="rollout sampler of GRPO (vllm: GPU machines)"
+    )
 
 
 class Route(Section):

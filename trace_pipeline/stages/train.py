@@ -37,6 +37,7 @@ def train_config(context: Context) -> Any:
         lora_alpha=t.lora_alpha,
         minibatch_size=min(t.minibatch_size, t.groups * t.group_size),
         seed=t.seed,
+        backend=t.backend,
         max_turns=r.max_turns,
         max_new_tokens=r.max_new_tokens,
         max_total_tokens=r.max_total_tokens,
