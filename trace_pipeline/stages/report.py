@@ -10,7 +10,6 @@ stage, and the command that reproduces it all.
 
 from __future__ import annotations
 
-import html
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -258,7 +257,7 @@ def page(parts: list[Section]) -> str:
     from jinja2 import Environment
 
     template = Environment(autoescape=True).from_string(HTML)
-    return template.render(parts=parts, escape=html.escape)
+    return template.render(parts=parts)
 
 
 HTML = """<!doctype html>
