@@ -112,7 +112,10 @@ def evaluate_routing(
         configurations[adapter] = {adapter: 1.0}
     outcomes: dict[str, dict[int, tuple[bool, float]]] = {}
     for weights in tqdm(configurations.values(), desc="configurations", unit="config"):
-        outcomes[Route("", "", weights).key] = _played(
+        key = Route("", "", weights).key
+        if key in outcomes:  # the uniform merge of a single adapter is that adapter
+            continue
+        outcomes[key] = _played(
             activate,
             generator,
             tokenizer,
