@@ -83,7 +83,7 @@ def _stop(number: int, frame: object) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: a bad input exits 2 with a message naming it and the fix."""
-    signal.signal(signal.SIGTERM, _stop)
+    previous = signal.signal(signal.SIGTERM, _stop)
     try:
         arguments = build_parser().parse_args(argv)
         return arguments.handler(arguments)
@@ -103,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"trace: error: {exc}", file=sys.stderr)
             return 2
         raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)  # callers in-process get theirs back
 
 
 if __name__ == "__main__":
