@@ -24,6 +24,7 @@ from typing import Any
 from router.capabilities import CapabilitySet, load_capabilities
 from router.errors import RouterError
 from router.prompt import EXAMPLE_TOKENS, TASK_TOKENS
+from trainer.processes import alive
 
 EVAL_MARKER = "trace-router-eval"
 
@@ -217,18 +218,8 @@ def _remove_stale_staging(parent: Path, name: str) -> None:
     """Remove staging folders of earlier evals of `name` whose process is gone (kill -9)."""
     for folder in parent.glob(f".{glob.escape(name)}-*-*"):
         pid = folder.name[len(name) + 2 :].split("-", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)) and folder.is_dir():
+        if pid.isdigit() and not alive(int(pid)) and folder.is_dir():
             shutil.rmtree(folder, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _move_into_place(staging: Path, out: Path) -> None:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from trace_pipeline.errors import PipelineError
+from trainer.processes import alive
 
 MARKER = ".trace-run"  # in every run folder `trace run` made; nothing else is reused
 MANIFEST = "manifest.json"
@@ -47,16 +48,6 @@ def write_json(path: Path, value: Any) -> None:
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     temporary.write_text(json.dumps(value, indent=2) + "\n", encoding="utf-8")
     os.replace(temporary, path)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class RunFolder:
@@ -93,7 +84,7 @@ class RunFolder:
             ) from None
         for stale in [*root.glob(".*.staging-*"), *root.glob(".jobs/.*.staging-*")]:
             pid = stale.name.rsplit("-", 1)[-1]
-            if not pid.isdigit() or not _alive(int(pid)):
+            if not pid.isdigit() or not alive(int(pid)):
                 shutil.rmtree(stale, ignore_errors=True)
 
     @contextlib.contextmanager
