@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from factory.archetypes import archetypes
-from factory.errors import FactoryError
+from factory.errors import FactoryError, printable
 from factory.generate.build import Codegen, generate
 from factory.kits import kits as load_kits
 from factory.spec import json_schema
@@ -408,10 +408,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return arguments.run(arguments)
     except ValidationFailed as exc:
-        print(f"factory: validation failed\n{exc}", file=sys.stderr)
+        print(f"factory: validation failed\n{printable(exc)}", file=sys.stderr)
         return 1
     except FactoryError as exc:
-        print(f"factory: error: {exc}", file=sys.stderr)
+        print(f"factory: error: {printable(exc)}", file=sys.stderr)
         return 2
 
 

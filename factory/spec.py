@@ -10,11 +10,12 @@ import json
 import keyword
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from factory.errors import FactoryError
+from factory.runtime.family import MAX_SPEC_BYTES
 
 SCHEMA_VERSION = "1.0"
 MAX_TOOLS_BYTES = 5 << 20
@@ -118,6 +119,12 @@ class Generation(_Model):
     difficulty: dict[str, int] = Field(default_factory=dict)
     reward_mode: Literal["binary", "partial"] = "binary"
     validation_seeds: int = Field(default=50, ge=1, le=10_000)
+    tools: list[Annotated[str, Field(pattern=IDENTIFIER)]] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=256,
+        description="the kit's tools the package exposes (default: all of them)",
+    )
 
 
 class CapabilitySpec(_Model):
@@ -154,8 +161,10 @@ class CapabilitySpec(_Model):
         return value
 
     def to_json(self) -> str:
-        """Canonical JSON text (2-space indent, trailing newline)."""
-        return self.model_dump_json(indent=2, exclude_none=False) + "\n"
+        """Canonical JSON text (2-space indent, trailing newline); `generation.tools`
+        only when set (a spec without it means every tool of the kit)."""
+        unset = {"generation": {"tools"}} if self.generation.tools is None else None
+        return self.model_dump_json(indent=2, exclude_none=False, exclude=unset) + "\n"
 
 
 def _describe(error: dict[str, Any]) -> str:
@@ -205,7 +214,7 @@ def parse_spec(
     if base is not None:
         _tools_from_file(data, base, source)
     try:
-        return CapabilitySpec.model_validate(data)
+        spec = CapabilitySpec.model_validate(data)
     except ValidationError as exc:
         lines = [_describe(error) for error in exc.errors()]
         raise FactoryError(
@@ -213,6 +222,18 @@ def parse_spec(
             + "\n".join(lines)
             + "\nRun `factory schema` for the full JSON Schema."
         ) from None
+    text = spec.to_json()
+    size = len(text.encode("utf-8"))
+    if (
+        size > MAX_SPEC_BYTES
+    ):  # the package's runtime would refuse its own capability.json
+        written = json.loads(text)
+        largest = max(written, key=lambda key: len(json.dumps(written[key])))
+        raise FactoryError(
+            f"{source}: as a package's capability.json it would be {size:,} bytes, over "
+            f"the {MAX_SPEC_BYTES:,} a package reads; shorten '{largest}'"
+        )
+    return spec
 
 
 def load_spec(path: str | Path) -> CapabilitySpec:

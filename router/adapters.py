@@ -17,6 +17,7 @@ from router.capabilities import CapabilitySet
 from router.errors import RouterError
 from router.modes import Route
 from router.prompt import BASE
+from trainer.errors import first_line
 from trainer.models import peft_quietly
 
 MAX_MIXES = 8  # weighted mixes kept loaded (least recently used ones are deleted)
@@ -29,21 +30,23 @@ class AdapterBank:
         from peft import PeftModel
 
         self.capabilities = capabilities
-        first, *rest = capabilities.capabilities
-        try:
-            with peft_quietly():
-                self.model = PeftModel.from_pretrained(
-                    base, first.path, adapter_name=first.name
-                )
-                for capability in rest:
-                    self.model.load_adapter(
-                        capability.path, adapter_name=capability.name
-                    )
-        except (ValueError, RuntimeError, KeyError, OSError) as exc:
-            raise RouterError(
-                f"an adapter in {capabilities.folder} does not load on this base model ({exc}); "
-                "retrain it on the model given to --model"
-            ) from None
+        self.model = base
+        for number, capability in enumerate(capabilities.capabilities):
+            try:
+                with peft_quietly():
+                    if number == 0:
+                        self.model = PeftModel.from_pretrained(
+                            base, capability.path, adapter_name=capability.name
+                        )
+                    else:
+                        self.model.load_adapter(
+                            capability.path, adapter_name=capability.name
+                        )
+            except Exception as exc:  # noqa: BLE001 - peft and safetensors raise many kinds
+                raise RouterError(
+                    f"the adapter {capability.path} is damaged or does not fit this base "
+                    f"model ({first_line(exc)}); retrain it on the model given to --model"
+                ) from None
         self.model.eval()
         self.model.requires_grad_(False)
         from peft.tuners.tuners_utils import BaseTunerLayer

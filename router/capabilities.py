@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from router.errors import RouterError
+from trainer.settings import TOOL_FORMATS
 
 NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
 MAX_TRACE_BYTES = 20_000_000
@@ -111,6 +112,17 @@ def _capability(folder: Path) -> tuple[Capability, dict[str, Any]]:
     config = training.get("config") if isinstance(training, dict) else None
     if not isinstance(training, dict) or not isinstance(config, dict):
         raise RouterError(f"{trace_path}: 'training.config' must be an object; {hint}")
+    tool_format = config.get("tool_format", "json")
+    if tool_format not in TOOL_FORMATS:
+        raise RouterError(
+            f"{trace_path}: 'training.config.tool_format' must be one of "
+            f"{', '.join(TOOL_FORMATS)}, not {tool_format!r:.40}; {hint}"
+        )
+    template = training.get("chat_template")
+    if template is not None and not isinstance(template, str):
+        raise RouterError(
+            f"{trace_path}: 'training.chat_template' must be a string or null; {hint}"
+        )
     adapter_config = read_json(folder / "adapter_config.json", hint)
     rank = adapter_config.get("r") if isinstance(adapter_config, dict) else None
     if not isinstance(rank, int) or rank < 1:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from factory.errors import printable
 from router.capabilities import CapabilitySet, load_capabilities
 from router.errors import RouterError
 from router.prompt import EXAMPLE_TOKENS, TASK_TOKENS
@@ -263,6 +264,12 @@ def _eval(arguments: argparse.Namespace) -> int:
             "--max-turns and --max-new-tokens must be >= 1, --temperature >= 0, --max-total-tokens > --max-new-tokens"
         )
     out = Path(arguments.out)
+    adapters = Path(arguments.adapters).resolve()
+    if adapters == out.resolve() or adapters in out.resolve().parents:
+        raise RouterError(
+            f"--out {out} is inside --adapters {arguments.adapters}, where the router would "
+            "read it as an adapter; write the report elsewhere"
+        )
     staging = _prepare_out(out, arguments.force)
     try:
         if arguments.backend == "vllm":
@@ -603,7 +610,7 @@ def main(argv: list[str] | None = None) -> int:
         _check_settings(arguments)
         return arguments.run(arguments)
     except (RouterError, TrainerError) as exc:
-        print(f"router: error: {exc}", file=sys.stderr)
+        print(f"router: error: {printable(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("router: interrupted; nothing was moved into place", file=sys.stderr)

@@ -30,6 +30,8 @@ from trainer.parsing import parse_tool_calls
 
 ROUTER_MODEL = "trace-router"
 MAX_BODY = 8_000_000
+LISTEN_BACKLOG = 128  # connections the kernel queues before the server takes them
+READ_TIMEOUT_S = 30.0  # a request not read whole within this is dropped
 MAX_ROUTES = 10_000
 
 
@@ -271,12 +273,19 @@ def make_handler(chat: RoutedChat) -> type[BaseHTTPRequestHandler]:
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        timeout = (
+            READ_TIMEOUT_S  # a client that stops mid-request is dropped, not waited on
+        )
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
             return
 
         def _send(
-            self, status: int, body: dict[str, Any], route: Route | None = None
+            self,
+            status: int,
+            body: dict[str, Any],
+            route: Route | None = None,
+            headers: dict[str, str] | None = None,
         ) -> None:
             data = json.dumps(body).encode()
             self.send_response(status)
@@ -284,6 +293,8 @@ def make_handler(chat: RoutedChat) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Length", str(len(data)))
             if route is not None:
                 self.send_header("X-Trace-Route", route.key)
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
             self.end_headers()
             self.wfile.write(data)
 
@@ -300,6 +311,17 @@ def make_handler(chat: RoutedChat) -> type[BaseHTTPRequestHandler]:
                         "not_found",
                     )
                 )
+
+        def _not_allowed(self) -> None:
+            self.close_connection = True  # its body, if any, is not read
+            self._send(
+                *_error(
+                    405, f"{self.command} is not served; use POST or GET", "not_allowed"
+                ),
+                headers={"Allow": "GET, POST"},
+            )
+
+        do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _not_allowed  # noqa: N815 - stdlib names
 
         def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
             if self.path.rstrip("/") not in (
@@ -364,10 +386,17 @@ def make_handler(chat: RoutedChat) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+class Server(ThreadingHTTPServer):
+    """socketserver's listen backlog is 5: a burst of clients would get connection
+    resets before any thread could take them."""
+
+    request_queue_size = LISTEN_BACKLOG
+
+
 def make_server(chat: RoutedChat, host: str, port: int) -> ThreadingHTTPServer:
     """The HTTP server (not yet serving); port 0 picks a free one."""
     try:
-        server = ThreadingHTTPServer((host, port), make_handler(chat))
+        server = Server((host, port), make_handler(chat))
     except OSError as exc:
         raise RouterError(
             f"cannot listen on {host}:{port} ({exc}); choose another --port"

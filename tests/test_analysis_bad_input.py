@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,10 @@ BREAKS = {
         lambda r: r["tasks"][0]["evaluation_criteria"]["actions"][0].pop("name"),
         "evaluation_criteria.actions[0]: field 'name' is missing",
     ),
+    "reward too large for a float": (
+        lambda r: r["simulations"][0]["reward_info"].__setitem__("reward", 10**400),
+        "simulations[0].reward_info: field 'reward' must be a number",
+    ),
     "environment_info a string": (
         lambda r: r["info"].__setitem__("environment_info", "airline"),
         "info: field 'environment_info' must be an object",
@@ -88,6 +93,45 @@ def test_invalid_utf8_is_a_bad_record(
     )
     assert _analyze(str(tau2), "--output", str(tmp_path / "out")) == 2
     assert "not valid UTF-8" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("calls", "message"),
+    [
+        ("abc", "messages[1].tool_calls must be a list, got str"),
+        (
+            [1, 2],
+            "messages[1].tool_calls[0] must be an object with a 'function' object",
+        ),
+        ([{"function": "book"}], "tool_calls[0] must be an object with a 'function'"),
+        ([{"function": {"name": 7}}], "tool_calls[0].function.name must be a string"),
+        (
+            [{"function": {"name": "book", "arguments": [1]}}],
+            "arguments must be a JSON",
+        ),
+    ],
+)
+def test_malformed_tool_calls_in_jsonl_name_line_and_field(
+    calls: Any, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    record = {"task_id": "t1", "reward": 0.0, "success": False, "messages": [
+        {"role": "user", "content": "book it"},
+        {"role": "assistant", "content": None, "tool_calls": calls},
+    ]}  # fmt: skip
+    good = {
+        **record,
+        "messages": record["messages"][:1],
+        "success": True,
+        "reward": 1.0,
+    }
+    runs = tmp_path / "runs.jsonl"
+    runs.write_text(json.dumps(good) + "\n" + json.dumps(record) + "\n")
+    assert _analyze(str(runs), "--output", str(tmp_path / "out")) == 2
+    error = capsys.readouterr().err
+    assert f"{runs}: line 2: field 'messages'" in error and message in error
+    assert "Traceback" not in error
+    assert _analyze(str(runs), "--output", str(tmp_path / "o2"), "--skip-bad") == 0
+    assert "skipped 1 bad record(s)" in capsys.readouterr().out
 
 
 def test_every_file_of_a_folder_is_read_or_reported(
@@ -131,3 +175,59 @@ def test_output_never_replaces_inputs_or_foreign_folders(
     assert _analyze(str(runs), "--output", str(out), "--force") == 0  # ours: replaced
     assert (out / "report.json").is_file() and runs.is_file()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.")]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"[1, 2]", "field 'tools.0'"),
+        (b'{"tools": [{"type": "function"}]}', "field 'tools.0.function'"),
+        (b'[{"type": "function", "function": {"name": "x"}}]\xff', "not UTF-8"),
+        (b"[" * 100_000, "nested too deeply|not valid JSON"),
+    ],
+)
+def test_a_bad_tools_file_is_refused_before_any_work(
+    content: bytes,
+    message: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import factory.analyze.pipeline as pipeline
+
+    tools = tmp_path / "tools.json"
+    tools.write_bytes(content)
+    monkeypatch.setattr(pipeline, "import_paths", lambda *a, **k: pytest.fail("ran"))
+    good = _write(tmp_path / "good.json", RUNS)
+    code = main(
+        ["analyze", str(good), "--target", str(tools), "--output", str(tmp_path / "o")]
+    )
+    error = capsys.readouterr().err
+    assert code == 2 and str(tools) in error and "Traceback" not in error
+    assert re.search(message, error), error
+
+
+def test_an_unwritable_or_mounted_output_is_refused_before_any_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+    import os
+
+    import factory.analyze.pipeline as pipeline
+
+    good = _write(tmp_path / "good.json", RUNS)
+    monkeypatch.setattr(pipeline, "import_paths", lambda *a, **k: pytest.fail("ran"))
+    monkeypatch.setattr(os.path, "ismount", lambda path: Path(path) == tmp_path / "mnt")
+    assert _analyze(str(good), "--output", str(tmp_path / "mnt")) == 2
+    assert "is a mount point" in capsys.readouterr().err
+
+    def read_only(*args: Any, **kwargs: Any) -> str:
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(pipeline.tempfile, "mkdtemp", read_only)
+    assert _analyze(str(good), "--output", str(tmp_path / "ro" / "out")) == 2
+    error = capsys.readouterr().err
+    assert (
+        "cannot write there (Read-only file system)" in error
+        and "Traceback" not in error
+    )

@@ -31,6 +31,16 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
         ({"name": "rm -rf"}, "snake_case"),
         ({"generation": {"difficulty": {"speed": 3}}}, "unknown knob"),
         ({"generation": {"difficulty": {"contacts": 99}}}, "out of range"),
+        (
+            {"generation": {"tools": ["teleport"]}},
+            "generation.tools: kit 'phone' has no tool teleport",
+        ),
+        ({"generation": {"tools": []}}, "generation.tools"),
+        (
+            {"description": "x" * 1_100_000},
+            "over the 1,000,000 a package reads; shorten 'description'",
+        ),
+        ({"generation": {"tools": ["search_contacts"]}}, "generation.tools lacks"),
     ],
 )
 def test_bad_specs_exit_2_and_write_nothing(
@@ -133,3 +143,30 @@ def test_console_script_entry_point_runs():
         [sys.executable, "-m", "factory", "kits"], capture_output=True, text=True
     )
     assert result.returncode == 0 and "structured_data_reasoning" in result.stdout
+
+
+def test_a_tool_subset_is_all_the_package_shows_and_its_gold_still_passes(
+    capsys, tmp_path, example_spec, write_spec
+):
+    from trace_pipeline.targets.phone import FOCUSED
+    from trainer.envs import resolve_env
+
+    example_spec["generation"] = {
+        **example_spec.get("generation", {}),
+        "tools": list(FOCUSED),
+    }
+    output = tmp_path / "out"
+    code, out, _ = run(
+        capsys, "generate", str(write_spec(example_spec)), "--output", str(output),
+        "--seeds", "5",
+    )  # fmt: skip
+    assert code == 0 and "result             PASS" in out, out
+    package = output / example_spec["name"]
+    env = resolve_env(str(package)).make()
+    shown = [t["function"]["name"] for t in env.reset(seed=0)[1]["tools"]]
+    assert sorted(shown) == sorted(FOCUSED)
+    readme = (package / "README.md").read_text()
+    assert (
+        "- `send_message_with_phone_number(" in readme
+        and "- `search_stock(" not in readme
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -212,3 +213,95 @@ def test_a_gym_target_gives_records_with_its_gold_actions(tmp_path: Path) -> Non
     assert row["expected_actions"] and row["tools"] and row["metadata"]["needs"] == []
     with pytest.raises(Exception, match="env exactly when kind is gym"):
         PipelineConfig.model_validate({"model": "tiny", "target": {"kind": "gym"}})
+
+
+def test_a_held_out_change_redoes_only_evaluation_and_shards_are_reused(
+    finished: Path, tmp_path: Path
+) -> None:
+    assert (
+        len(list((finished / ".jobs").glob("collect-*"))) == 1
+    )  # 12 episodes, 16 a shard
+    out = tmp_path / "run"
+    shutil.copytree(finished, out, symlinks=True)
+    changed = tmp_path / "changed.yaml"
+    changed.write_text(
+        TINY.read_text().replace("heldout_episodes: 6", "heldout_episodes: 5")
+    )
+    again = _trace("run", str(changed), "--out", str(out))
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert again.stderr.count("done, skipped") == NAMES.index("evaluate")
+    assert json.loads((out / "evaluate" / "report.json").read_text())["tasks"] == 5
+    process = subprocess.Popen(
+        [sys.executable, "-m", "trace_pipeline", "run", str(changed), "--out", str(out),
+         "--from", "collect"],
+        cwd=ROOT, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert process.stderr is not None
+    lines = []
+    for line in process.stderr:
+        lines.append(line)
+        if "analyze: running" in line:
+            process.send_signal(signal.SIGKILL)
+            break
+    process.wait(timeout=60)
+    assert any("collect: reusing the finished job" in line for line in lines), lines
+
+
+def test_a_trajectories_target_is_analysed_and_never_played(
+    finished: Path, tmp_path: Path
+) -> None:
+    from trace_pipeline.config import PipelineConfig
+    from trace_pipeline.context import Context
+    from trace_pipeline.errors import PipelineError
+    from trace_pipeline.stages import analyze, collect, evaluate
+    from trace_pipeline.store import RunFolder
+
+    runs = finished / "collect" / "trajectories.jsonl"
+    config = PipelineConfig.model_validate(
+        {"model": "tiny", "target": {"kind": "trajectories", "trajectories": str(runs)},
+         "analyze": {"runs": 2, "min_runs": 1}}
+    )  # fmt: skip
+    context = Context(config, RunFolder(tmp_path), TINY)
+    (tmp_path / "collect").mkdir()
+    summary = collect.run(context, tmp_path / "collect")
+    assert summary["episodes"] == 12 and summary["lost"] == 0
+    assert summary["success"]["all"]["n"] == 12
+    assert not (tmp_path / "collect" / "truth.json").exists()
+    imported = (tmp_path / "collect" / "trajectories.jsonl").read_text().splitlines()
+    assert [json.loads(r)["messages"] for r in imported] == [
+        json.loads(r)["messages"] for r in runs.read_text().splitlines()
+    ]
+    context.folder.manifest = lambda name: None  # type: ignore[method-assign]
+    context.folder.stage = lambda name: tmp_path / name  # type: ignore[method-assign]
+    (tmp_path / "analyze").mkdir()
+    assert "retained" in analyze.run(context, tmp_path / "analyze")
+    (tmp_path / "evaluate").mkdir()
+    result = evaluate.run(context, tmp_path / "evaluate")
+    assert result["success"] == {} and "nothing was evaluated" in result["note"]
+    with pytest.raises(PipelineError, match="no environment to play"):
+        context.target()
+    for bad, message in (
+        (tmp_path / "missing.jsonl", "does not exist"),
+        (tmp_path / "evaluate" / "report.json", "tau2|record|JSONL|jsonl"),
+    ):
+        config.target.trajectories = str(bad)
+        with pytest.raises(PipelineError, match=message):
+            collect.run(context, tmp_path / "collect")
+    with pytest.raises(
+        Exception, match="trajectories exactly when kind is trajectories"
+    ):
+        PipelineConfig.model_validate(
+            {"model": "tiny", "target": {"kind": "trajectories"}}
+        )
+
+
+@pytest.mark.parametrize(
+    "example",
+    sorted((ROOT / "examples" / "pipelines").glob("*.yaml")),
+    ids=lambda p: p.name,
+)
+def test_every_example_config_is_valid(example: Path) -> None:
+    from trace_pipeline.config import load_config
+
+    config = load_config(example)
+    assert config.target.analysis_episodes >= 4

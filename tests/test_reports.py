@@ -177,3 +177,17 @@ def test_what_trainer_eval_prints_is_a_report_compare_reads(
     result = json.loads(capsys.readouterr().out)
     assert result["episodes"] == 3 and result["seeds"][0] == EVAL_SEED_BASE
     assert result["mcnemar"] == {"only_first": 0, "only_second": 0, "p_value": 1.0}
+
+
+def test_control_characters_in_a_report_never_reach_the_terminal(
+    tmp_path, capsys
+) -> None:
+    hostile = "trace/\x1b[2J\x1b]0;owned\x07Env\u202e-v0"
+    first = _write(tmp_path / "a.json", _report([True] * 4, env=hostile))
+    second = _write(tmp_path / "b.json", _report([True] * 4))
+    assert main(["compare", first, second]) == 2
+    error = capsys.readouterr().err
+    assert (
+        "different environments" in error and "\\x1b[2J" in error and "\\u202e" in error
+    )
+    assert not any(ch in error for ch in "\x1b\x07\u202e")

@@ -242,6 +242,14 @@ def test_fit_eval_and_route_commands(
         ("other_base", "the router needs one base model"),
         ("bad_json", "cannot be read as JSON"),
         ("not_a_folder", "is not a folder"),
+        (
+            "tool_format_xml",
+            "'training.config.tool_format' must be one of json, compact",
+        ),
+        ("tool_format_number", "'training.config.tool_format' must be one of"),
+        ("weights_truncated", "date_time_recovery is damaged or does not fit"),
+        ("weights_empty", "date_time_recovery is damaged or does not fit"),
+        ("weights_garbage", "date_time_recovery is damaged or does not fit"),
     ],
 )
 def test_bad_adapter_folders_exit_2(
@@ -267,6 +275,16 @@ def test_bad_adapter_folders_exit_2(
         trace.write_text(json.dumps({**data, "base_model": "org/other-model"}))
     elif breakage == "bad_json":
         trace.write_text("[" * 100_000)
+    elif breakage.startswith("tool_format"):
+        data = json.loads(trace.read_text())
+        data["training"]["config"]["tool_format"] = 5 if "number" in breakage else "xml"
+        trace.write_text(json.dumps(data))
+    elif breakage.startswith("weights"):
+        weights = folder / "date_time_recovery" / "adapter_model.safetensors"
+        whole = weights.read_bytes()
+        damaged = {"truncated": whole[: len(whole) // 2], "empty": b"",
+                   "garbage": b"\x00garbage" * 99}  # fmt: skip
+        weights.write_bytes(damaged[breakage.split("_")[1]])
     code = main(
         [
             "route",
@@ -279,7 +297,8 @@ def test_bad_adapter_folders_exit_2(
         ]
     )
     assert code == 2
-    assert message in capsys.readouterr().err
+    error = capsys.readouterr().err
+    assert message in error and "Traceback" not in error
 
 
 def test_model_other_than_the_adapters_base_exits_2(adapters, capsys) -> None:
@@ -398,6 +417,17 @@ def test_bad_settings_exit_2_before_loading(tmp_path, capsys, command, message) 
     code = main([*command, "--adapters", str(folder), "--model", "org/model"])
     assert code == 2
     assert message in capsys.readouterr().err
+
+
+def test_eval_out_inside_the_adapters_folder_exits_2(
+    adapters, tmp_path, capsys
+) -> None:
+    before = sorted(p.name for p in adapters.iterdir())
+    out = adapters / "new_report"
+    code = main(["eval", "--adapters", str(adapters), "--model", "org/model",
+                 "--episodes", "1", "--out", str(out)])  # fmt: skip
+    assert code == 2 and "is inside --adapters" in capsys.readouterr().err
+    assert sorted(p.name for p in adapters.iterdir()) == before
 
 
 def test_eval_out_that_is_a_file_and_stale_staging(tmp_path, capsys) -> None:

@@ -168,3 +168,60 @@ def test_odd_unicode_is_served(served) -> None:
     assert response.status == 200, answer
     assert answer["route"]["target"] == "beta"
     assert "\ud800" not in backend.seen[-1][1][0]["content"]
+
+
+def test_a_hundred_concurrent_clients_are_all_answered(served) -> None:
+    _, _, port = served
+    body = json.dumps(
+        {"model": "trace-router", "messages": [{"role": "user", "content": "hi alpha"}]}
+    )
+    statuses: list[int] = []
+    start = threading.Barrier(100)
+
+    def ask() -> None:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        start.wait()  # all connect at once: the listen backlog must hold them
+        connection.request("POST", "/v1/chat/completions", body,
+                           {"Content-Type": "application/json"})  # fmt: skip
+        statuses.append(connection.getresponse().status)
+        connection.close()
+
+    threads = [threading.Thread(target=ask) for _ in range(100)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert statuses == [200] * 100
+
+
+@pytest.mark.parametrize("method", ["PUT", "DELETE", "PATCH", "OPTIONS"])
+def test_other_methods_get_405_with_allow(served, method) -> None:
+    _, _, port = served
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    connection.request(method, "/v1/chat/completions", "{}")
+    response = connection.getresponse()
+    assert response.status == 405 and response.getheader("Allow") == "GET, POST"
+    assert json.loads(response.read())["error"]["code"] == 405
+
+
+def test_a_request_that_stops_mid_way_is_dropped_within_the_timeout(
+    monkeypatch,
+) -> None:
+    import socket
+    import time
+
+    import router.serve
+
+    monkeypatch.setattr(router.serve, "READ_TIMEOUT_S", 0.5)
+    server = make_server(RoutedChat(ScriptedBackend()), "127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        for opening in (b"POST /v1/chat/completions HTTP/1.1\r\n", b"GET /"):
+            with socket.create_connection(server.server_address, timeout=10) as client:
+                client.sendall(opening)  # no blank line: the headers never end
+                began = time.monotonic()
+                answer = client.recv(4096)  # b"" once the server drops it
+                assert time.monotonic() - began < 5, answer
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -87,6 +87,32 @@ def test_an_out_that_is_a_file_or_not_writable_fails_up_front(
     assert afile.read_text() == "mine"
 
 
+@pytest.mark.parametrize(
+    ("change", "needle"),
+    [
+        ({"--env": "no/such/env"}, "unknown environment"),
+        ({"--model": "no/such-model"}, "--model"),
+        ({"--lora-target-modules": "nothing_like_this"}, "--lora-target-modules"),
+        ({"--chat-template": "no-such-template"}, "--chat-template"),
+    ],
+)
+def test_a_refused_run_leaves_no_folder_and_no_marker(
+    change, needle, tiny_model_dir, tmp_path, capsys
+) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for out in (tmp_path / "new" / "out", empty):
+        argv = _train(tiny_model_dir, out)
+        for flag, value in change.items():
+            if flag in argv:
+                argv[argv.index(flag) + 1] = value
+            else:
+                argv += [flag, value]
+        _fails(capsys, argv, needle)
+    assert not (tmp_path / "new").exists()
+    assert list(empty.iterdir()) == []  # no marker: --force will not take it as ours
+
+
 def _broken_copy(tiny_model_dir, tmp_path, name, damage):
     folder = tmp_path / name
     shutil.copytree(tiny_model_dir, folder)
@@ -405,3 +431,17 @@ def test_a_checkpoint_of_another_environment_or_a_negative_iteration_is_refused(
     state["iteration"] = -3
     (negative / "checkpoint" / "state.json").write_text(json.dumps(state))
     _fails(capsys, _train(tiny_model_dir, negative, "--resume"), "not a count")
+
+
+def test_the_cli_starts_without_torch_so_ctrl_c_while_it_loads_is_handled() -> None:
+    import subprocess
+
+    code = (
+        "import sys, trainer.cli\n"
+        "assert 'torch' not in sys.modules, 'torch loads before main() can catch Ctrl-C'\n"
+        "trainer.cli.parse(['train', '--help'])\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr

@@ -16,6 +16,7 @@ import signal
 import sys
 from pathlib import Path
 
+from factory.errors import printable
 from trace_pipeline.errors import PipelineError
 
 
@@ -88,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         arguments = build_parser().parse_args(argv)
         return arguments.handler(arguments)
     except PipelineError as exc:
-        print(f"trace: error: {exc}", file=sys.stderr)
+        print(f"trace: error: {printable(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:
         number = exc.args[0] if exc.args else signal.SIGINT
@@ -100,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         from trainer.errors import TrainerError
 
         if isinstance(exc, (FactoryError, RouterError, TrainerError, OSError)):
-            print(f"trace: error: {exc}", file=sys.stderr)
+            print(f"trace: error: {printable(exc)}", file=sys.stderr)
             return 2
         raise
     finally:

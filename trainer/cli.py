@@ -22,6 +22,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+from factory.errors import printable
 from trainer.config import EVAL_SEED_BASE, TrainConfig
 from trainer.errors import Interrupted, TrainerError, first_line
 from trainer.settings import BACKENDS, PRECISIONS, REPORTERS, TOOL_FORMATS
@@ -454,11 +455,11 @@ def main(argv: list[str] | None = None) -> int:
         arguments = parse(argv)
         return arguments.run(arguments)
     except TrainerError as exc:
-        print(f"trainer: error: {exc}", file=sys.stderr)
+        print(f"trainer: error: {printable(exc)}", file=sys.stderr)
         return 2
     except OSError as exc:  # a path the system refuses (too long, no space, ...)
         print(
-            f"trainer: error: {exc.filename or ''}: {exc.strerror or exc}",
+            f"trainer: error: {printable(exc.filename or '')}: {printable(exc.strerror or exc)}",
             file=sys.stderr,
         )
         return 2

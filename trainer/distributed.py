@@ -10,9 +10,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-import torch
-import torch.distributed as dist
+if TYPE_CHECKING:
+    import torch
+
+# torch is imported only where a process group is used: the CLIs import this
+# module at start-up, and loading torch there would put seconds (and a Ctrl-C
+# traceback) before `main` runs.
 
 
 def world_size() -> int:
@@ -25,7 +30,12 @@ def rank() -> int:
 
 def init() -> None:
     """Join the process group torchrun set up (gloo on CPU, nccl on GPUs)."""
-    if world_size() > 1 and not dist.is_initialized():
+    if world_size() == 1:
+        return
+    import torch
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
         dist.init_process_group(backend="nccl" if torch.cuda.is_available() else "gloo")
 
 
@@ -33,6 +43,9 @@ def average_gradients(parameters: Iterable[torch.nn.Parameter]) -> None:
     """All-reduce and average the gradients of the trainable parameters."""
     if world_size() == 1:
         return
+    import torch
+    import torch.distributed as dist
+
     for parameter in parameters:
         if parameter.grad is None:
             parameter.grad = torch.zeros_like(parameter)
@@ -44,6 +57,9 @@ def max_over_ranks(value: int) -> int:
     """The largest `value` of any rank (so all ranks take the same number of steps)."""
     if world_size() == 1:
         return value
+    import torch
+    import torch.distributed as dist
+
     tensor = torch.tensor([value], dtype=torch.long)
     dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
     return int(tensor.item())
@@ -53,6 +69,9 @@ def mean_over_ranks(values: dict[str, float]) -> dict[str, float]:
     """Per-rank metrics averaged over ranks."""
     if world_size() == 1:
         return values
+    import torch
+    import torch.distributed as dist
+
     tensor = torch.tensor(list(values.values()), dtype=torch.float64)
     dist.all_reduce(tensor)
     return dict(zip(values, (tensor / world_size()).tolist(), strict=True))
@@ -61,4 +80,6 @@ def mean_over_ranks(values: dict[str, float]) -> dict[str, float]:
 def barrier() -> None:
     """Wait until every rank is here (rank 0 has finished writing a checkpoint)."""
     if world_size() > 1:
+        import torch.distributed as dist
+
         dist.barrier()

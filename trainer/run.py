@@ -9,6 +9,7 @@ sampler (the model itself, or vLLM) is built for the trained adapter.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,6 +82,14 @@ def check_out(
             )
     if resume and not checkpoint.exists(out):
         raise TrainerError(f"--resume: no checkpoint in {out}; start without --resume")
+    existing = next(p for p in (out, *out.parents) if p.exists())
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise TrainerError(f"--out {out} is not writable; give a folder you can write")
+
+
+def claim_out(out: Path) -> None:
+    """Create `out` and mark it the trainer's, once every check has passed (a
+    refused run leaves nothing, and no folder it did not write becomes its own)."""
     try:
         out.mkdir(parents=True, exist_ok=True)
         (out / MARKER).write_text("written by `trainer train`\n", encoding="utf-8")
@@ -242,7 +251,8 @@ def open_run(
         config.tool_format,
         config.train_seed(0, 0),
     )
+    generator = make_generator(config, policy, tokenizer, model)
+    claim_out(out)
     return Run(
-        config, handle, policy, tokenizer, make_generator(config, policy, tokenizer, model),
-        out, model, chat_template, resume,
-    )  # fmt: skip
+        config, handle, policy, tokenizer, generator, out, model, chat_template, resume
+    )

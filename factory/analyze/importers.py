@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,6 +61,7 @@ def _get(
         fits = (
             isinstance(value, (int, float))
             and not isinstance(value, bool)
+            and abs(value) <= sys.float_info.max  # an int like 10**400 has no float
             and math.isfinite(value)
         )
     else:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
 from tqdm import tqdm
 
 from factory.analyze import report
@@ -28,6 +29,7 @@ from factory.analyze.statistics import Labelled, Selection, bootstrap, majority,
 from factory.analyze.truth import load_truth, score
 from factory.errors import FactoryError
 from factory.kits import kits as load_kits
+from factory.spec import InlineTarget
 
 # One labelling run: for each trajectory, a judgement per capability name.
 LabelRun = list[dict[str, Judgement]]
@@ -69,6 +71,9 @@ class Analysis:
     truth: dict[str, Any] | None = None  # accuracy against --truth labels
 
 
+MAX_TARGET_BYTES = 10_000_000
+
+
 def resolve_target(target: str) -> str | dict[str, Any]:
     """A built-in kit id, or an inline target read from a tools JSON file."""
     kits = load_kits()
@@ -80,25 +85,45 @@ def resolve_target(target: str) -> str | dict[str, Any]:
             f"--target: '{target}' is neither a kit ({', '.join(kits)}) nor a tools JSON file"
         )
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        with path.open(encoding="utf-8") as handle:
+            text = handle.read(MAX_TARGET_BYTES + 1)
+        data = json.loads(text)
+    except UnicodeDecodeError as exc:
+        raise FactoryError(
+            f"--target {path}: not UTF-8 text (byte {exc.start})"
+        ) from None
     except json.JSONDecodeError as exc:
         raise FactoryError(f"--target {path}: not valid JSON ({exc.msg})") from None
+    except RecursionError:
+        raise FactoryError(f"--target {path}: JSON nested too deeply") from None
+    except OSError as exc:
+        raise FactoryError(
+            f"--target {path}: cannot be read ({exc.strerror})"
+        ) from None
+    if len(text) > MAX_TARGET_BYTES:
+        raise FactoryError(f"--target {path}: larger than 10 MB; give the tools alone")
     if isinstance(data, list):
         data = {"tools": data}
-    if (
-        not isinstance(data, dict)
-        or not isinstance(data.get("tools"), list)
-        or not data["tools"]
-    ):
+    if not isinstance(data, dict):
         raise FactoryError(
             f"--target {path}: give a list of OpenAI tool schemas, or an object with "
             "'tools' (that list), 'policy' and 'state'"
         )
-    return {
-        "tools": data["tools"],
+    target = {
+        "tools": data.get("tools"),
         "policy": data.get("policy") or "(not given: describe the target's policy)",
         "state": data.get("state") or "(not given: describe the target's state)",
     }
+    try:  # checked whole now, not when the specs are written after the analysis
+        InlineTarget.model_validate(target)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "(file)"
+        raise FactoryError(
+            f"--target {path}: field '{where}': {first['msg']}; give OpenAI tool schemas "
+            '({"type": "function", "function": {"name": ..., "parameters": ...}})'
+        ) from None
+    return target
 
 
 MARKER = ".trace-analysis"  # in every output folder analyze writes; --force needs it
@@ -107,6 +132,17 @@ MARKER = ".trace-analysis"  # in every output folder analyze writes; --force nee
 def _inside(path: Path, folder: Path) -> bool:
     path, folder = path.resolve(), folder.resolve()
     return path == folder or folder in path.parents
+
+
+def _check_writable(folder: Path, flag: str) -> None:
+    """Refuse, before any work, a folder where the outputs cannot be written."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        os.rmdir(tempfile.mkdtemp(prefix=".trace-probe-", dir=folder))
+    except OSError as exc:
+        raise FactoryError(
+            f"{flag} {folder}: cannot write there ({exc.strerror}); choose a writable folder"
+        ) from None
 
 
 def refuse_overwrite(output: Path, force: bool, inputs: Sequence[Path] = ()) -> None:
@@ -124,6 +160,12 @@ def refuse_overwrite(output: Path, force: bool, inputs: Sequence[Path] = ()) -> 
                 f"--output {output} is inside the input folder {given}; a later analysis "
                 "of that folder would read these outputs: choose another --output"
             )
+    if os.path.ismount(output):
+        raise FactoryError(
+            f"--output {output} is a mount point, which cannot be replaced atomically; "
+            "give a folder inside it"
+        )
+    _check_writable(output.parent, "--output")
     if not (output.is_dir() and any(output.iterdir())):
         return
     if not force:

@@ -13,7 +13,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from factory.runtime.schema import clip
 
@@ -50,6 +50,35 @@ class Trajectory(BaseModel):
     tools: list[dict[str, Any]] | None = None
     expected_actions: list[ExpectedAction] | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("messages")
+    @classmethod
+    def _tool_calls(cls, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Every tool call an OpenAI one: an object whose `function` has a string
+        `name` and a JSON-string or object `arguments` (read by every detector)."""
+        for index, message in enumerate(messages):
+            calls = message.get("tool_calls")
+            if calls is None:
+                continue
+            if not isinstance(calls, list):
+                raise ValueError(
+                    f"messages[{index}].tool_calls must be a list, got {type(calls).__name__}"
+                )
+            for number, call in enumerate(calls):
+                where = f"messages[{index}].tool_calls[{number}]"
+                function = call.get("function") if isinstance(call, dict) else None
+                if not isinstance(function, dict):
+                    raise ValueError(
+                        f"{where} must be an object with a 'function' object "
+                        '({"name": ..., "arguments": ...})'
+                    )
+                if not isinstance(function.get("name"), str):
+                    raise ValueError(f"{where}.function.name must be a string")
+                if not isinstance(function.get("arguments"), (str, dict, type(None))):
+                    raise ValueError(
+                        f"{where}.function.arguments must be a JSON string or an object"
+                    )
+        return messages
 
     @property
     def run_id(self) -> str:

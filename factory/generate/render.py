@@ -86,6 +86,16 @@ def resolve_difficulty(spec: CapabilitySpec, knobs: tuple[Knob, ...]) -> dict[st
         raise FactoryError(f"{exc}; see `factory kits` for every knob") from None
 
 
+def exposed(spec: CapabilitySpec, kit: Toolkit) -> Toolkit:
+    """The kit as the package exposes it (`generation.tools`); unknown tools fail."""
+    if spec.generation.tools is None:
+        return kit
+    try:
+        return kit.subset(spec.generation.tools)
+    except ValueError as exc:
+        raise FactoryError(f"generation.tools: {exc}") from None
+
+
 @dataclass(frozen=True)
 class TaskSource:
     """A capability's task module and what the package's text says about it.
@@ -162,7 +172,7 @@ def render_package(
         "about": task.about,
         "lacking": task.lacking,
         "task_summary": summary,
-        "kit": kit,
+        "kit": exposed(spec, kit),
         "knobs": knobs,
         "difficulty": resolve_difficulty(spec, knobs),
         "max_turns": spec.generation.max_turns,

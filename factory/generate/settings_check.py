@@ -10,7 +10,7 @@ import json
 import time
 
 from factory.errors import FactoryError
-from factory.generate.render import resolve_difficulty, resolve_target
+from factory.generate.render import exposed, resolve_difficulty, resolve_target
 from factory.runtime import TaskEnv, TaskFamily, run_episode
 from factory.spec import CapabilitySpec
 
@@ -38,9 +38,22 @@ def check_settings(
     archetype, kit = resolve_target(spec)
     module = archetype.task_module(kit.id)
     resolve_difficulty(spec, archetype.knobs(kit.id))
+    exposed(spec, kit)
     capability = json.loads(spec.to_json())
     capability["generation"]["max_turns"] = 10_000
     family = TaskFamily.from_module(module, capability)
+    if spec.generation.tools is not None:
+        called = {
+            turn.name
+            for seed in range(PROBE_SEEDS)
+            for turn in family.generate(seed).gold_actions
+            if turn.name in kit.tool_names
+        }
+        if missing := called - set(spec.generation.tools):
+            raise FactoryError(
+                f"generation.tools lacks {', '.join(sorted(missing))}, which the "
+                "task's gold actions call; add them (or drop generation.tools)"
+            )
     env_class = type("ProbeEnv", (TaskEnv,), {"family": family})
     started = time.perf_counter()
     longest = max(

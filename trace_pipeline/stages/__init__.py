@@ -33,16 +33,32 @@ class Stage:
 
 
 MODEL = ("model", "chat_template", "precision")
+# The target's tasks (what the agent is played on), without the split sizes.
+TASKS = (
+    "target.kind", "target.env", "target.tau2", "target.trajectories", "target.kit",
+    "target.difficulty",
+)  # fmt: skip
 STAGES = (
-    Stage("collect", (*MODEL, "target", "rollout"), (), collect.run),
+    Stage(
+        "collect",
+        (
+            *MODEL,
+            *TASKS,
+            "target.analysis_episodes",
+            "target.shard_episodes",
+            "rollout",
+        ),
+        (),
+        collect.run,
+    ),
     Stage("analyze", ("analyze",), ("collect",), analyze.run),
-    Stage("generate", ("generate",), ("analyze",), generate.run),
+    Stage("generate", ("generate", *TASKS), ("analyze",), generate.run),
     Stage("train", (*MODEL, "train", "rollout"), ("generate",), train.run),
     Stage("baselines", (*MODEL, "train", "rollout"), ("generate",), baselines.run),
     Stage("route", (*MODEL, "route"), ("collect", "generate", "train"), route.run),
     Stage(
         "evaluate",
-        (*MODEL, "target", "rollout", "route"),
+        (*MODEL, *TASKS, "target.heldout_episodes", "rollout", "route"),
         ("route", "baselines"),
         evaluate.run,
     ),

@@ -25,7 +25,7 @@ def run(context: Context, out: Path) -> dict[str, Any]:
                 settings.runs, settings.min_runs, settings.rho, settings.delta
             ),
             llm_model=settings.llm_model,
-            truth=collected / "truth.json",
+            truth=truth if (truth := collected / "truth.json").is_file() else None,
         )
     except FactoryError as exc:
         raise PipelineError(f"analyze: {exc}") from None

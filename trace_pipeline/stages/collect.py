@@ -1,6 +1,8 @@
 """collect: the base agent on the target's analysis split, as trajectory records.
 
-Each episode becomes one record `factory analyze` reads (OpenAI messages,
+The episodes are played in shards of `target.shard_episodes` seeds, each a
+job kept as it finishes (a killed run replays only the shard it was playing;
+`executor: ray` plays shards in parallel). Each episode becomes one record `factory analyze` reads (OpenAI messages,
 reward, success, the target's tools and expected actions); the target's true
 needs go in `metadata.needs` and in `truth.json` (the needs of each failed run),
 which only score the analysis, never feed it.
@@ -12,7 +14,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from trace_pipeline.context import Context
+from trace_pipeline.context import Context, task_info
+from trace_pipeline.errors import PipelineError
+from trace_pipeline.executors import Job, run_jobs
 from trace_pipeline.store import write_json
 from trainer.evaluation import confidence_interval
 
@@ -22,19 +26,21 @@ def record(episode: Any, env: Any) -> dict[str, Any]:
 
     `env` is a fresh target env: the task is rebuilt from the episode's seed.
     """
-    _, info = env.reset(seed=episode.seed)
+    info = task_info(env, episode.seed)
     needs = info.get("needs", [])
+    expected = info.get("expected_actions")
     task = getattr(env, "task", None)  # a TaskEnv's task knows its gold actions
-    expected = getattr(task, "gold_actions", None)
+    if expected is None and task is not None:
+        expected = [
+            {"name": a.name, "arguments": a.arguments} for a in task.gold_actions
+        ]
     return {
         "task_id": str(info.get("task_id", f"seed-{episode.seed}")),
         "messages": episode.messages,
         "reward": float(episode.reward),
         "success": bool(episode.success),
         "tools": info.get("tools"),
-        "expected_actions": None
-        if expected is None
-        else [{"name": a.name, "arguments": a.arguments} for a in expected],
+        "expected_actions": expected,
         "metadata": {
             "run_id": f"seed-{episode.seed}",
             "seed": episode.seed,
@@ -49,8 +55,11 @@ def rates(records: list[dict[str, Any]]) -> dict[str, Any]:
     """Success overall and per true need, each with its Wilson interval."""
     groups: dict[str, list[float]] = {"all": []}
     for row in records:
-        need = "+".join(row["metadata"]["needs"]) or "nothing special"
-        for name in ("all", need):
+        needs = row.get("metadata", {}).get("needs")  # only a played target says
+        names = (
+            ["all"] if needs is None else ["all", "+".join(needs) or "nothing special"]
+        )
+        for name in names:
             groups.setdefault(name, []).append(float(row["success"]))
     return {
         name: dict(zip(("rate", "low", "high"), confidence_interval(v), strict=True))
@@ -59,38 +68,104 @@ def rates(records: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def run(context: Context, out: Path) -> dict[str, Any]:
+def shard_job(context: Context, folder: Path, seeds: list[int]) -> None:
+    """The base agent on `seeds`, as trajectory records in `folder/records.jsonl`
+    (a job: see `trace_pipeline.executors`)."""
     from trainer.generation import TransformersGenerator
     from trainer.models import mixed_precision
     from trainer.rollout import collect
 
     model, tokenizer = context.base()
-    count = context.config.target.analysis_episodes
     with mixed_precision(context.config.precision, model):
         groups = collect(
             context.target(),
-            TransformersGenerator(model, tokenizer),
+            TransformersGenerator(model, tokenizer, batch_size=len(seeds)),
             tokenizer,
-            list(range(count)),
+            seeds,
             1,
             context.limits(),
             context.config.rollout.tool_format,
             "collect",
         )
-    episodes = [group[0] for group in groups]
     env = context.target().make()
-    records = [record(e, env) for e in episodes if e.messages]
+    with open(folder / "records.jsonl", "w", encoding="utf-8") as handle:
+        for group in groups:
+            if group[0].messages:
+                handle.write(json.dumps(record(group[0], env)) + "\n")
+
+
+def shard_inputs(context: Context, seeds: list[int]) -> dict[str, Any]:
+    """What a shard's records depend on: the model, the target's tasks, the rollout."""
+    from trace_pipeline.stages import MODEL, TASKS
+
+    return {"seeds": seeds, "config": context.config.section(*MODEL, *TASKS, "rollout")}
+
+
+def imported(context: Context) -> list[dict[str, Any]]:
+    """The records of a trajectories target: the agent's existing runs, read as
+    `factory analyze` reads them (tau2-bench results, ToolSandbox, JSONL)."""
+    from factory.analyze.importers import import_paths
+    from factory.errors import FactoryError
+
+    source = Path(str(context.config.target.trajectories))
+    if not source.exists():
+        raise PipelineError(
+            f"target.trajectories: {source} does not exist; give a file or folder of runs"
+        )
+    try:
+        result = import_paths([source])
+    except FactoryError as exc:
+        raise PipelineError(f"target.trajectories: {exc}") from None
+    if not result.trajectories:
+        raise PipelineError(
+            f"target.trajectories: {source} holds no runs; give tau2-bench results, "
+            "a ToolSandbox result folder or JSONL trajectory records"
+        )
+    return [t.model_dump(mode="json", exclude_none=True) for t in result.trajectories]
+
+
+def played(context: Context) -> list[dict[str, Any]]:
+    """The base agent on the analysis split, in shards kept as jobs."""
+    settings = context.config.target
+    size = settings.shard_episodes
+    shards = [
+        list(range(start, min(start + size, settings.analysis_episodes)))
+        for start in range(0, settings.analysis_episodes, size)
+    ]
+    jobs = [
+        Job(
+            "collect",
+            shard_inputs(context, seeds),
+            "trace_pipeline.stages.collect:shard_job",
+            {"seeds": seeds},
+        )
+        for seeds in shards
+    ]
+    records = []
+    for done in run_jobs(context, jobs):
+        lines = (done.folder / "records.jsonl").read_text("utf-8").splitlines()
+        records += [json.loads(line) for line in lines]
+    return records
+
+
+def run(context: Context, out: Path) -> dict[str, Any]:
+    playable = context.config.target.playable
+    records = played(context) if playable else imported(context)
     with open(out / "trajectories.jsonl", "w", encoding="utf-8") as handle:
         for row in records:
             handle.write(json.dumps(row) + "\n")
-    truth = {
-        row["metadata"]["run_id"]: [] if row["success"] else row["metadata"]["needs"]
-        for row in records
-    }
-    write_json(out / "truth.json", {"labels": truth})
+    if playable:  # only a played target knows what each task truly needs
+        truth = {
+            row["metadata"]["run_id"]: []
+            if row["success"]
+            else row["metadata"]["needs"]
+            for row in records
+        }
+        write_json(out / "truth.json", {"labels": truth})
+    wanted = context.config.target.analysis_episodes if playable else len(records)
     summary = {
         "episodes": len(records),
-        "lost": len(episodes) - len(records),
+        "lost": wanted - len(records),
         "success": rates(records),
     }
     write_json(out / "summary.json", summary)

@@ -57,6 +57,13 @@ def run(context: Context, out: Path) -> dict[str, Any]:
     from trainer.generation import TransformersGenerator
     from trainer.models import mixed_precision
 
+    if not context.config.target.playable:
+        note = (
+            "a trajectories target has no held-out tasks to play; nothing was evaluated"
+        )
+        context.say(f"evaluate: {note}")
+        write_json(out / "report.json", {"success": {}, "per_task": [], "note": note})
+        return {"success": {}, "best_single": None, "note": note}
     folder = context.folder.stage("route") / "adapters"
     if not folder.is_dir():
         return base_only(context, out)

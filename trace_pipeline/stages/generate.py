@@ -2,16 +2,51 @@
 
 `factory generate` builds each package (template backend for a built-in
 archetype on the target's kit, the LLM backend when an endpoint is configured)
-and runs its property suite in the sandbox; a capability no backend can build
+and runs its property suite in the sandbox (each package exposes the kit's
+tools the target shows the agent, so it trains on the prompt it will be used
+with); a capability no backend can build
 is reported with the reason, and the run goes on with the others.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 from trace_pipeline.context import Context
+from trace_pipeline.store import write_json
+
+
+def target_tools(context: Context) -> list[str] | None:
+    """The tools the target shows the agent, when packages should show the same."""
+    if not (context.config.generate.target_tools and context.config.target.playable):
+        return None
+    env = context.target().make()
+    try:
+        tools = env.reset(seed=0)[1].get("tools") or []
+    finally:
+        env.close()
+    return [
+        t["function"]["name"] for t in tools if isinstance(t, dict) and "function" in t
+    ]
+
+
+def narrowed(spec: Path, tools: list[str] | None, folder: Path) -> Path:
+    """`spec` with `generation.tools` set to the target's tools of its kit (a copy)."""
+    if not tools:
+        return spec
+    from factory.kits import kits
+
+    data = json.loads(spec.read_text(encoding="utf-8"))
+    kit = kits().get(str(data.get("target")))
+    shared = [name for name in tools if kit is not None and name in kit.tool_names]
+    if not shared:  # another kit than the target's: it keeps all its tools
+        return spec
+    data.setdefault("generation", {})["tools"] = shared
+    folder.mkdir(parents=True, exist_ok=True)
+    write_json(folder / spec.name, data)
+    return folder / spec.name
 
 
 def run(context: Context, out: Path) -> dict[str, Any]:
@@ -20,12 +55,15 @@ def run(context: Context, out: Path) -> dict[str, Any]:
 
     analysis = context.folder.manifest("analyze") or {}
     specs = analysis.get("result", {}).get("specs", {})
+    tools = target_tools(context)
     built, skipped = {}, {}
     for name in analysis.get("result", {}).get("retained", []):
         if len(built) == context.config.generate.max_packages:
             skipped[name] = f"generate.max_packages ({len(built)}) already built"
             continue
-        spec = context.folder.stage("analyze") / specs[name]
+        spec = narrowed(
+            context.folder.stage("analyze") / specs[name], tools, out / "specs"
+        )
         try:
             package, report = generate(
                 spec,

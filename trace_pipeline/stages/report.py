@@ -54,6 +54,8 @@ def sections(context: Context) -> list[Section]:
             "Base agent on the target (analysis split)",
             [
                 f"Model `{context.config.model}`, greedy decoding, {context.config.rollout.max_turns} turns."
+                if context.config.target.playable
+                else f"The agent's own runs, read from `{context.config.target.trajectories}`."
             ],
             ["tasks needing", "success [95% CI] (k/n)"],
             [[name, interval(row)] for name, row in collected.items()],
@@ -160,6 +162,8 @@ def sections(context: Context) -> list[Section]:
                 ["confusion.png"],
             )
         )
+    elif report.get("note"):
+        parts.append(Section("Held-out target tasks", [report["note"] + "."]))
     elif report.get("success"):
         parts.append(
             Section(

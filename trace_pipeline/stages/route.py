@@ -101,6 +101,6 @@ def run(context: Context, out: Path) -> dict[str, Any]:
         return {"adapters": [], "probe": None}
     shutil.copytree(trained, out / "adapters")
     result: dict[str, Any] = {"adapters": sorted(p.name for p in trained.iterdir())}
-    if context.config.route.probe_examples:
+    if context.config.route.probe_examples and context.config.target.playable:
         result |= _fit_probe(context, out / "adapters")
     return result

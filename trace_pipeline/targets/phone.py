@@ -96,17 +96,7 @@ def toolkit(all_tools: bool, say_done: bool = False) -> Toolkit:
     policy = phone.TOOLKIT.policy + ("\n" + SAY_DONE if say_done else "")
     if all_tools:
         return replace(phone.TOOLKIT, policy=policy)
-    return replace(
-        phone.TOOLKIT,
-        id="phone-focused",
-        policy=policy,
-        schemas=tuple(
-            s for s in phone.TOOLKIT.schemas if s["function"]["name"] in FOCUSED
-        ),
-        implementations={
-            n: f for n, f in phone.TOOLKIT.implementations.items() if n in FOCUSED
-        },
-    )
+    return replace(phone.TOOLKIT.subset(FOCUSED), id="phone-focused", policy=policy)
 
 
 def _at(day: datetime.datetime, hour: int, minute: int) -> datetime.datetime:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +58,23 @@ class Toolkit:
     @property
     def tool_names(self) -> tuple[str, ...]:
         return tuple(schema["function"]["name"] for schema in self.schemas)
+
+    def subset(self, names: Iterable[str]) -> Toolkit:
+        """The kit exposing only `names`, in its own order: a target's narrower tool
+        surface (the same prompt the agent sees there). Unknown names are a ValueError."""
+        wanted = set(names)
+        if unknown := wanted - set(self.tool_names):
+            raise ValueError(
+                f"kit '{self.id}' has no tool {', '.join(sorted(unknown))}; "
+                f"its tools: {', '.join(self.tool_names)}"
+            )
+        return replace(
+            self,
+            schemas=tuple(s for s in self.schemas if s["function"]["name"] in wanted),
+            implementations={
+                n: f for n, f in self.implementations.items() if n in wanted
+            },
+        )
 
     def function(self, name: str) -> dict[str, Any] | None:
         """The `function` part of a tool's schema, or None for an unknown tool."""

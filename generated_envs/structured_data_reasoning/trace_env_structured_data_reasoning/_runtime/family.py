@@ -91,12 +91,13 @@ class TaskFamily:
         )
         generation = spec["generation"]
         knobs = tuple(module.KNOBS)
+        tools = generation.get("tools")  # a subset leaves every seed's task as it is
         return cls(
             name=spec["name"],
             title=str(spec.get("title", spec["name"])),
             description=str(spec.get("description", "")),
             seed_prefix=f"{spec.get('archetype') or spec['name']}/{module.TOOLKIT.id}",
-            toolkit=module.TOOLKIT,
+            toolkit=module.TOOLKIT.subset(tools) if tools else module.TOOLKIT,
             knobs=knobs,
             build_task=module.build_task,
             difficulty=resolve_knobs(
