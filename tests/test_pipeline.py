@@ -305,3 +305,12 @@ def test_every_example_config_is_valid(example: Path) -> None:
 
     config = load_config(example)
     assert config.target.analysis_episodes >= 4
+
+
+def test_targets_lists_every_kind_and_knob(capsys) -> None:
+    from trace_pipeline.targets.phone import KNOBS
+
+    assert main(["targets"]) == 0
+    shown = capsys.readouterr().out
+    assert all(kind in shown for kind in ("phone", "gym", "tau2", "trajectories"))
+    assert all(f"  {knob.name} " in shown for knob in KNOBS)

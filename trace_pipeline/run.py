@@ -26,7 +26,7 @@ def stage_inputs(
 ) -> dict[str, Any]:
     """What a stage is computed from (its manifest records these and hashes them)."""
     return {
-        "config": config.section(*stage.sections),
+        "config": config.section(*stage.settings(config)),
         "upstream": {name: digest(folder.manifest(name)) for name in stage.upstream},
         "version": project_version(),
     }

@@ -30,37 +30,45 @@ class Stage:
     sections: tuple[str, ...]
     upstream: tuple[str, ...]
     work: Callable[[Any, Path], dict[str, Any]]
+    plays_target: bool = False  # also reads the settings that define the target's tasks
+
+    def settings(self, config: Any) -> tuple[str, ...]:
+        """Every setting this stage reads (what its manifest hashes)."""
+        return (*self.sections, *(tasks(config) if self.plays_target else ()))
 
 
 MODEL = ("model", "chat_template", "precision")
-# The target's tasks (what the agent is played on), without the split sizes.
+# The settings that define the target's tasks (what the agent is played on),
+# without the split sizes; a tau2 target's settings count only for a tau2 target.
 TASKS = (
-    "target.kind", "target.env", "target.tau2", "target.trajectories", "target.kit",
-    "target.difficulty",
+    "target.kind", "target.env", "target.trajectories", "target.kit", "target.difficulty",
 )  # fmt: skip
+
+
+def tasks(config: Any) -> tuple[str, ...]:
+    """The names of the settings that define `config`'s target tasks."""
+    return (*TASKS, "target.tau2") if config.target.kind == "tau2" else TASKS
+
+
 STAGES = (
     Stage(
         "collect",
-        (
-            *MODEL,
-            *TASKS,
-            "target.analysis_episodes",
-            "target.shard_episodes",
-            "rollout",
-        ),
+        (*MODEL, "target.analysis_episodes", "target.shard_episodes", "rollout"),
         (),
         collect.run,
+        plays_target=True,
     ),
     Stage("analyze", ("analyze",), ("collect",), analyze.run),
-    Stage("generate", ("generate", *TASKS), ("analyze",), generate.run),
+    Stage("generate", ("generate",), ("analyze",), generate.run, plays_target=True),
     Stage("train", (*MODEL, "train", "rollout"), ("generate",), train.run),
     Stage("baselines", (*MODEL, "train", "rollout"), ("generate",), baselines.run),
     Stage("route", (*MODEL, "route"), ("collect", "generate", "train"), route.run),
     Stage(
         "evaluate",
-        (*MODEL, *TASKS, "target.heldout_episodes", "rollout", "route"),
+        (*MODEL, "target.heldout_episodes", "rollout", "route"),
         ("route", "baselines"),
         evaluate.run,
+        plays_target=True,
     ),
     Stage(
         "report",

@@ -96,9 +96,10 @@ def shard_job(context: Context, folder: Path, seeds: list[int]) -> None:
 
 def shard_inputs(context: Context, seeds: list[int]) -> dict[str, Any]:
     """What a shard's records depend on: the model, the target's tasks, the rollout."""
-    from trace_pipeline.stages import MODEL, TASKS
+    from trace_pipeline.stages import MODEL, tasks
 
-    return {"seeds": seeds, "config": context.config.section(*MODEL, *TASKS, "rollout")}
+    config = context.config
+    return {"seeds": seeds, "config": config.section(*MODEL, *tasks(config), "rollout")}
 
 
 def imported(context: Context) -> list[dict[str, Any]]:
