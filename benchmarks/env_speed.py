@@ -2,8 +2,9 @@
 
 For every package under generated_envs/: median microseconds per `step` with a
 tool call, per `step` with a final answer (which runs the verifier), per state
-hash, per `reset`, and per deep copy of the state (what every tool call pays so
-that a failing call leaves the state unchanged), with its share of a tool-call step. Then the wall time of `factory generate` (rendering,
+hash, per `reset`, and per copy of the state (what every tool call pays so that
+a failing call leaves the state unchanged; the runtime's `snapshot`), with its
+share of a tool-call step and its ratio to `copy.deepcopy` in the same run. Then the wall time of `factory generate` (rendering,
 formatting and full validation) for every example spec. Targets on 2 cores: a
 tool-call step under 50 us; generate + validate under 20 s per capability.
 
@@ -70,7 +71,10 @@ def bench_package(
             lambda i: runtime.state_hash(env.state), reset, repeats
         ),
         "reset_us": median_us(lambda i: env.reset(seed=i), lambda i: None, repeats),
-        "state_copy_us": median_us(lambda i: copy.deepcopy(env.state), reset, repeats),
+        "state_copy_us": median_us(
+            lambda i: runtime.env.snapshot(env.state), reset, repeats
+        ),
+        "deepcopy_us": median_us(lambda i: copy.deepcopy(env.state), reset, repeats),
     }
     sys.path.remove(str(package_dir))
     return figures
@@ -102,7 +106,7 @@ def main() -> None:
     arguments = parser.parse_args()
     header = (
         f"{'package':<30} {'step(tool) us':>14} {'step(final) us':>15} {'hash us':>9} "
-        f"{'reset us':>9} {'copy us':>8} {'copy/step':>9}"
+        f"{'reset us':>9} {'copy us':>8} {'copy/step':>9} {'copy/deepcopy':>13}"
     )
     print(header)
     for package_dir in sorted(
@@ -114,7 +118,8 @@ def main() -> None:
         print(
             f"{package_dir.name:<30} {f['step_tool_call_us']:>14.1f} {f['step_final_answer_us']:>15.1f} "
             f"{f['state_hash_us']:>9.1f} {f['reset_us']:>9.1f} {f['state_copy_us']:>8.1f} "
-            f"{f['state_copy_us'] / f['step_tool_call_us']:>9.2f}"
+            f"{f['state_copy_us'] / f['step_tool_call_us']:>9.2f} "
+            f"{f['state_copy_us'] / f['deepcopy_us']:>13.2f}"
         )
     if not arguments.skip_generate:
         print(f"\n{'spec':<30} {'generate + validate s':>22}")

@@ -153,3 +153,22 @@ def test_packages_import_nothing_from_this_repository() -> None:
         text = path.read_text(encoding="utf-8")
         for name in ("factory", "trainer", "router"):
             assert f"import {name}" not in text and f"from {name}" not in text, path
+
+
+def test_snapshot_is_an_exact_independent_copy_and_falls_back_for_other_types() -> None:
+    from fractions import Fraction
+
+    from factory.runtime.env import snapshot
+
+    state = {
+        "a": [1, 2.5, -0.0, None, True, "x\u00e9"],
+        "b": {"c": {"d": [[]]}},
+        "e": (1, 2),
+    }
+    copied = snapshot(state)
+    assert copied == state and copied is not state
+    copied["b"]["c"]["d"][0].append(1)
+    assert state["b"]["c"]["d"] == [[]]
+    assert [type(v) for v in copied["a"]] == [type(v) for v in state["a"]]
+    odd = {"value": Fraction(1, 3)}  # not marshal-able: deep-copied instead
+    assert snapshot(odd) == odd

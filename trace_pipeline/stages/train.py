@@ -76,8 +76,15 @@ def train_job(context: Context, folder: Path, env: str) -> None:
     training into `folder/summary.json` (a job: see `trace_pipeline.executors`)."""
     from trainer.run import open_run
 
-    episodes = context.config.train.own_env_episodes
+    name, settings = Path(env).name, context.config.train
+    episodes = settings.own_env_episodes
     before = own_success(context, env, *context.base()) if episodes else None
+    if before is not None:
+        context.say(f"train: {name}: own environment before {_rate(before)}")
+    context.say(
+        f"train: {name}: cold start on {settings.cold_start} demonstrations x "
+        f"{settings.cold_start_epochs} epochs, then {settings.iterations} GRPO iterations"
+    )
     run = open_run(
         train_config(context),
         env,
@@ -88,8 +95,14 @@ def train_job(context: Context, folder: Path, env: str) -> None:
     outcome, _ = run.execute()
     run.model.eval()
     after = own_success(context, env, run.model, run.tokenizer) if episodes else None
+    if after is not None:
+        context.say(f"train: {name}: own environment after {_rate(after)}")
     summary = {"iterations": len(outcome.metrics), "before": before, "after": after}
     write_json(folder / "summary.json", summary)
+
+
+def _rate(report: dict[str, Any]) -> str:
+    return f"{sum(report['outcomes'])}/{report['episodes']}"
 
 
 def trained_inputs(context: Context) -> dict[str, Any]:

