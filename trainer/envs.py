@@ -76,15 +76,32 @@ def installed() -> dict[str, str]:
     return {e.name: e.value for e in entry_points(group=GROUP)}
 
 
+def _import_from(folder: Path, module: str) -> str:
+    """Make `module` the package in `folder`, even where a package of that name was
+    loaded from elsewhere (a run's own copy of an installed package): the last
+    folder resolved is the one this process plays."""
+    loaded = sys.modules.get(module)
+    origin = getattr(loaded, "__file__", None)
+    if loaded is not None and (
+        origin is None or folder not in Path(origin).resolve().parents
+    ):
+        for name in [
+            m for m in sys.modules if m == module or m.startswith(f"{module}.")
+        ]:
+            del sys.modules[name]
+    if str(folder) in sys.path:
+        sys.path.remove(str(folder))
+    sys.path.insert(0, str(folder))
+    importlib.invalidate_caches()
+    return module
+
+
 def resolve_env(env: str) -> EnvHandle:
     """A gymnasium id, an installed package (or capability) name, or a package folder."""
     path = Path(env)
     if (path / "capability.json").is_file():
         spec = _read_capability(path / "capability.json")
-        folder = str(path.resolve())
-        if folder not in sys.path:
-            sys.path.insert(0, folder)
-        return _from_module(f"trace_env_{spec['name']}")
+        return _from_module(_import_from(path.resolve(), f"trace_env_{spec['name']}"))
     found = installed()
     name = env.replace("-", "_").removeprefix("trace_env_")
     if name in found:
