@@ -150,7 +150,6 @@ def test_a_tool_subset_is_all_the_package_shows_and_its_gold_still_passes(
     capsys, tmp_path, example_spec, write_spec
 ):
     from trace_pipeline.targets.phone import FOCUSED
-    from trainer.envs import resolve_env
 
     example_spec["generation"] = {
         **example_spec.get("generation", {}),
@@ -163,12 +162,20 @@ def test_a_tool_subset_is_all_the_package_shows_and_its_gold_still_passes(
     )  # fmt: skip
     assert code == 0 and "result             PASS" in out, out
     package = output / example_spec["name"]
-    resolve_env(
-        str(ROOT / "generated_envs" / example_spec["name"])
-    ).make()  # all 33 tools
-    env = resolve_env(str(package)).make()  # the folder given wins over the one loaded
-    shown = [t["function"]["name"] for t in env.reset(seed=0)[1]["tools"]]
-    assert sorted(shown) == sorted(FOCUSED)
+    # In a child process: resolving the run's copy after the installed package
+    # must play the copy, and this test must not leave the copy loaded here.
+    script = (
+        "import json, sys\nfrom trainer.envs import resolve_env\n"
+        "resolve_env(sys.argv[1]).make()\n"
+        "info = resolve_env(sys.argv[2]).make().reset(seed=0)[1]\n"
+        "print(json.dumps([t['function']['name'] for t in info['tools']]))\n"
+    )
+    installed = str(ROOT / "generated_envs" / example_spec["name"])
+    shown = subprocess.run(
+        [sys.executable, "-c", script, installed, str(package)],
+        capture_output=True, text=True, check=True, cwd=ROOT,
+    ).stdout  # fmt: skip
+    assert sorted(json.loads(shown)) == sorted(FOCUSED)
     readme = (package / "README.md").read_text()
     assert (
         "- `send_message_with_phone_number(" in readme

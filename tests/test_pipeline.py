@@ -314,3 +314,17 @@ def test_targets_lists_every_kind_and_knob(capsys) -> None:
     shown = capsys.readouterr().out
     assert all(kind in shown for kind in ("phone", "gym", "tau2", "trajectories"))
     assert all(f"  {knob.name} " in shown for knob in KNOBS)
+
+
+def test_the_mixture_baseline_can_be_left_out(finished: Path, tmp_path: Path) -> None:
+    from trace_pipeline.config import load_config
+    from trace_pipeline.context import Context
+    from trace_pipeline.stages import baselines
+    from trace_pipeline.store import RunFolder
+
+    config = load_config(TINY)
+    config.baselines.mixture = False
+    context = Context(config, RunFolder(finished), TINY)
+    result = baselines.run(context, tmp_path)
+    assert result == {"mixture": None, "why": "not trained (baselines.mixture: false)"}
+    assert not any(tmp_path.iterdir())

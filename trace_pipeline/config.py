@@ -231,6 +231,16 @@ class Train(Section):
     )
 
 
+class Baselines(Section):
+    """The consolidation baselines that need training (the merges need none)."""
+
+    mixture: bool = Field(
+        True,
+        description="train one adapter on the uniform mixture of the capability "
+        "environments (as many optimizer steps as all single adapters together)",
+    )
+
+
 class Route(Section):
     """How the router chooses adapters on the held-out tasks."""
 
@@ -274,6 +284,7 @@ class PipelineConfig(Section):
     analyze: Analyze = Field(default_factory=Analyze)
     generate: Generate = Field(default_factory=Generate)
     train: Train = Field(default_factory=Train)
+    baselines: Baselines = Field(default_factory=Baselines)
     route: Route = Field(default_factory=Route)
 
     def section(self, *names: str) -> dict[str, Any]:

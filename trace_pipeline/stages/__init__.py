@@ -61,7 +61,12 @@ STAGES = (
     Stage("analyze", ("analyze",), ("collect",), analyze.run),
     Stage("generate", ("generate",), ("analyze",), generate.run, plays_target=True),
     Stage("train", (*MODEL, "train", "rollout"), ("generate",), train.run),
-    Stage("baselines", (*MODEL, "train", "rollout"), ("generate",), baselines.run),
+    Stage(
+        "baselines",
+        (*MODEL, "train", "rollout", "baselines"),
+        ("generate",),
+        baselines.run,
+    ),
     Stage("route", (*MODEL, "route"), ("collect", "generate", "train"), route.run),
     Stage(
         "evaluate",

@@ -44,6 +44,9 @@ def run(context: Context, out: Path) -> dict[str, Any]:
     packages = sorted(generated.get("result", {}).get("packages", {}).items())
     if len(packages) < 2:
         return {"mixture": None, "why": "fewer than two capability environments"}
+    if not context.config.baselines.mixture:
+        context.say("baselines: the mixture adapter is off (baselines.mixture: false)")
+        return {"mixture": None, "why": "not trained (baselines.mixture: false)"}
     envs = [
         str(context.folder.stage("generate") / relative) for _, relative in packages
     ]

@@ -120,7 +120,12 @@ def sections(context: Context) -> list[Section]:
         parts.append(
             Section(
                 "Held-out target tasks: every way to use the adapters (Table 3)",
-                [f"{report['tasks']} held-out tasks, the same for every condition."],
+                [f"{report['tasks']} held-out tasks, the same for every condition."]
+                + (
+                    [f"Multi-capability GRPO: {result['baselines']['why']}."]
+                    if result["baselines"].get("why")
+                    else []
+                ),
                 ["condition", "success [95% CI] (k/n)"],
                 [[name, interval(row)] for name, row in report["success"].items()],
                 ["success.png"],
