@@ -24,6 +24,10 @@ def standin(monkeypatch):
     for name in [m for m in sys.modules if m == "tau2" or m.startswith("tau2.")]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.syspath_prepend(str(STANDINS))
+    from trace_pipeline.targets import tau2
+
+    tau2._splits.cache_clear()  # read from the stand-in, not an earlier tau2
+    tau2._tasks.cache_clear()
 
 
 def _context(tmp_path: Path, **tau2: object) -> Context:

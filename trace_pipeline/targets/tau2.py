@@ -19,6 +19,7 @@ The protocol differences are bridged here, and only here:
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from typing import Any
@@ -47,16 +48,30 @@ def _tau2() -> tuple[Any, Any, Any]:
     return AgentGymEnv, registry, as_tool(done)
 
 
+@functools.cache
+def _splits(domain: str) -> dict[str, tuple[str, ...]]:
+    """The domain's task splits (tau2 reads them from its data files: once here)."""
+    _, registry, _ = _tau2()
+    loaded = registry.get_task_splits_loader(domain)()
+    return {name: tuple(str(i) for i in ids) for name, ids in loaded.items()}
+
+
+@functools.cache
+def _tasks(domain: str) -> dict[str, Any]:
+    """The domain's tasks by id (read once, for `describe`)."""
+    _, registry, _ = _tau2()
+    return {str(task.id): task for task in registry.get_tasks_loader(domain)(None)}
+
+
 def split_ids(domain: str, split: str) -> list[str]:
     """The task ids of one of the domain's splits, in tau2's order."""
-    _, registry, _ = _tau2()
-    splits = registry.get_task_splits_loader(domain)()
+    splits = _splits(domain)
     if split not in splits:
         raise ValueError(
             f"tau2 domain '{domain}' has no task split '{split}'; it has "
             f"{', '.join(sorted(splits))}"
         )
-    return [str(task_id) for task_id in splits[split]]
+    return list(splits[split])
 
 
 def _message(text: str, call: dict[str, Any] | None) -> dict[str, Any]:
@@ -132,12 +147,7 @@ class Tau2TargetEnv(gymnasium.Env[str, str]):
     def describe(self, seed: int) -> dict[str, Any]:
         """The info of the task of `seed` (tools, expected actions) without playing it."""
         _, registry, stop = _tau2()
-        task_id = self.task_id(seed)
-        task = next(
-            t
-            for t in registry.get_tasks_loader(self.domain)(None)
-            if str(t.id) == task_id
-        )
+        task = _tasks(self.domain)[self.task_id(seed)]
         tools = registry.get_env_constructor(self.domain)().get_tools()
         return self._info(task, [*tools, stop])
 
