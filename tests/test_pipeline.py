@@ -24,6 +24,7 @@ TINY = ROOT / "examples" / "pipelines" / "phone_tiny.yaml"
 def _trace(*argv: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "trace_pipeline", *argv],
+        check=False,
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -174,20 +175,24 @@ def test_the_ray_executor_trains_the_same_adapters(
         "date_time_recovery",
         "permission_error_recovery",
     }
-    for adapter in (finished / "train" / "adapters").iterdir():
-        ours = (
-            out / "train" / "adapters" / adapter.name / "adapter_model.safetensors"
-        ).read_bytes()
-        assert ours == (adapter / "adapter_model.safetensors").read_bytes(), (
+    # What the executor decides is every job's output: the collected records and
+    # each adapter, the mixture's included. Evaluation runs in the driver under
+    # either executor, so its report is not the executor's to match: a tiny random
+    # model's greedy near-ties are not bit-stable between two driver processes on
+    # every CPU (CI once saw one re-routed episode differ).
+    assert (out / "collect" / "trajectories.jsonl").read_bytes() == (
+        finished / "collect" / "trajectories.jsonl"
+    ).read_bytes()
+    adapters = [
+        *(finished / "train" / "adapters").iterdir(),
+        finished / "baselines" / "mixture",
+    ]
+    for adapter in adapters:
+        relative = adapter.relative_to(finished) / "adapter_model.safetensors"
+        assert (out / relative).read_bytes() == (finished / relative).read_bytes(), (
             adapter.name
         )
-    table = "Table 3"
-    local = (finished / "report" / "report.md").read_text()
-    remote = (out / "report" / "report.md").read_text()
-    assert (
-        remote.split(table)[1].split("## Wall")[0]
-        == local.split(table)[1].split("## Wall")[0]
-    )
+    assert "Table 3" in (out / "report" / "report.md").read_text()
 
 
 def test_a_gym_target_gives_records_with_its_gold_actions(tmp_path: Path) -> None:
