@@ -216,6 +216,23 @@ class Train(Section):
     )
     cold_start_epochs: int = Field(1, ge=1, le=100)
     cold_start_learning_rate: float = Field(5e-4, gt=0, le=1)
+    sft_coef: float = Field(
+        0.0,
+        ge=0,
+        le=10_000,
+        description="joint SFT + RL: each GRPO step adds this x the supervised loss on "
+        "gold demonstrations (the TRACE authors' 0.1; 0: plain GRPO)",
+    )
+    sft_examples: int = Field(
+        8, ge=1, le=100_000, description="gold demonstrations of the joint loss"
+    )
+    resample_tries: int = Field(
+        0,
+        ge=0,
+        le=100,
+        description="replay groups whose rewards are all equal on fresh seeds, up to "
+        "this many times per iteration (0: drop them)",
+    )
     lora_rank: int = Field(8, ge=1, le=256)
     lora_alpha: int = Field(16, ge=1, le=4096)
     minibatch_size: int = Field(4, ge=1, le=4096)

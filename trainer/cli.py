@@ -53,6 +53,11 @@ TRAIN_SETTINGS: dict[str, str] = {
     "cold_start": "gold demonstrations for supervised epochs before GRPO (base models)",
     "cold_start_epochs": "supervised epochs of the cold start",
     "cold_start_learning_rate": "learning rate of the cold start",
+    "sft_coef": "joint SFT + RL: each GRPO step adds this x the supervised loss on gold "
+    "demonstrations (the TRACE authors use 0.1; 0: plain GRPO)",
+    "sft_examples": "gold demonstrations the joint supervised loss cycles through",
+    "resample_tries": "replay groups whose episodes all earned the same reward on fresh "
+    "seeds, up to this many times per iteration, so the update has signal (0: drop them)",
     "seed": "seed of the LoRA initialisation, sampling and training seeds",
 }
 # Options of both commands that set how long an episode and its calls may run.

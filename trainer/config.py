@@ -56,6 +56,13 @@ class TrainConfig:
     cold_start: int = 0  # gold demonstrations for supervised epochs before GRPO
     cold_start_epochs: int = 2
     cold_start_learning_rate: float = 2e-4
+    # Joint SFT + RL (the TRACE authors' trainer): each GRPO step's loss adds
+    # sft_coef x L_SFT on sft_examples gold demonstrations (0: plain GRPO).
+    sft_coef: float = 0.0
+    sft_examples: int = 8
+    # Dynamic resampling (DAPO): groups whose K rewards are all equal are replayed
+    # on fresh training seeds, up to this many times, before the update.
+    resample_tries: int = 0
     seed: int = 0
     backend: str = "transformers"
     step_timeout: float = 60.0  # seconds one environment call may take
@@ -114,3 +121,12 @@ class TrainConfig:
         return (
             self.seed * 1_000_003 + iteration * self.groups + group
         ) % EVAL_SEED_BASE
+
+    def resample_seed(self, iteration: int, attempt: int, group: int) -> int:
+        """The fresh seed of group `group`'s `attempt`-th replay (1-based) in `iteration`.
+
+        Drawn from the upper half of the training range, away from `train_seed`'s
+        seeds of the first 2**28 groups, and below the cold start's demonstrations.
+        """
+        slot = (iteration * self.resample_tries + attempt - 1) * self.groups + group
+        return 2**29 + (self.seed * 1_000_003 + slot) % (2**29 - 2**20)

@@ -6,11 +6,14 @@ The whole algorithm is in this file, CleanRL style:
     for each iteration:
         sync       the sampler takes the latest checkpoint's adapter (vLLM: a LoRARequest)
         rollouts   G seeds x K episodes with the current policy: one group per seed
+        resample   a group whose K rewards are all equal is replayed on a fresh seed,
+                   up to --resample-tries times (DAPO's dynamic sampling)
         advantage  A_i = (r_i - mean(r_group)) / (std(r_group) + eps)     groups with
                    identical rewards carry no signal and are dropped before any pass
         update     for epochs x minibatches: per-token ratio rho_t = pi(o_t) / pi_old(o_t)
                    L = -mean_i 1/|o_i| sum_t min(rho_t A_i, clip(rho_t, 1-e, 1+e) A_i)
                        + beta * KL(pi || pi_base)        (k3 estimator, beta = 0 by default)
+                       + c * L_SFT(gold demonstrations)  (joint SFT + RL, c = --sft-coef)
                    AdamW step with gradient clipping              (optimize.optimize)
                    (the prompt prefix a minibatch's rows share is encoded once,
                    forward and backward: the same gradient   (shared_prefix))
@@ -37,7 +40,7 @@ from trainer.envs import EnvHandle
 from trainer.errors import Interrupted, IterationDropped
 from trainer.losses import group_advantages, grpo_loss
 from trainer.models import pad_id
-from trainer.optimize import Batch, Row, batch_logprobs, optimize
+from trainer.optimize import Batch, Row, Supervised, batch_logprobs, optimize
 from trainer.rollout import Ending, Generator, Group, collect
 
 T = TypeVar("T")
@@ -203,15 +206,39 @@ def train(
             if on_iteration is not None:
                 on_iteration(0, {"cold_start_epoch_losses": losses})
 
+        supervised = None
+        if config.sft_coef > 0:
+            demonstrations = cold_start.demonstrations(
+                handle, tokenizer, config.sft_examples, config.tool_format,
+                config.step_timeout,
+            )[rank::world]  # fmt: skip
+            supervised = Supervised(demonstrations, config.sft_coef)
+
+        def play(seeds: list[int]) -> list[Group]:
+            return collect(
+                handle, generator, tokenizer, seeds, config.group_size, limits,
+                config.tool_format, "rollouts",
+            )  # fmt: skip
+
         def rollouts_and_update(
-            seeds: list[int],
+            iteration: int, seeds: list[int]
         ) -> tuple[list[Group], torch.Tensor, dict[str, Any], float, float]:
             """One iteration's rollouts and update; a stop signal may drop it (`_Stop`)."""
             began = time.perf_counter()
-            groups = collect(
-                handle, generator, tokenizer, seeds[rank::world], config.group_size,
-                limits, config.tool_format, "rollouts",
-            )  # fmt: skip
+            slots = list(range(len(seeds)))[rank::world]
+            groups = play([seeds[g] for g in slots])
+            stats: dict[str, Any] = {"resampled_groups": 0}
+            for attempt in range(1, config.resample_tries + 1):
+                stop.check()
+                flat = [i for i, group in enumerate(groups) if _constant(group)]
+                if not flat:
+                    break
+                fresh = [
+                    config.resample_seed(iteration, attempt, slots[i]) for i in flat
+                ]
+                for i, group in zip(flat, play(fresh), strict=True):
+                    groups[i] = group
+                stats["resampled_groups"] += len(flat)
             rollout_seconds = time.perf_counter() - began
             stop.check()
             rewards = torch.tensor([[e.reward for e in group] for group in groups])
@@ -225,12 +252,12 @@ def train(
                 for e, advantage in zip(group, group_advantage, strict=True)
             ]
             began = time.perf_counter()
-            stats = optimize(
+            stats |= optimize(
                 model, optimizer, rows, objective, minibatch_size=config.minibatch_size,
                 micro_batch_size=config.micro_batch_size,
                 epochs=config.epochs, max_grad_norm=config.max_grad_norm, pad=pad,
                 rng=rng, desc="update", warmup_steps=config.warmup_steps,
-                share_prefix=config.lora_dropout == 0,
+                share_prefix=config.lora_dropout == 0, supervised=supervised,
             )  # fmt: skip
             return groups, keep, stats, rollout_seconds, time.perf_counter() - began
 
@@ -247,7 +274,7 @@ def train(
                 break
             sync_sampler(generator, out, iteration + 1)
             seeds = [config.train_seed(iteration, g) for g in range(config.groups)]
-            done = stop.unless_stopped(model, rollouts_and_update, seeds)
+            done = stop.unless_stopped(model, rollouts_and_update, iteration, seeds)
             if done is None:  # dropped by a stop signal
                 break
             groups, keep, stats, rollout_seconds, update_seconds = done
@@ -261,6 +288,12 @@ def train(
                         "clip_fraction": stats.get("clip_fraction", 0.0),
                         "skipped_steps": float(stats["skipped_steps"]),
                         "optimizer_steps": float(stats["optimizer_steps"]),
+                        "resampled_groups": float(stats["resampled_groups"]),
+                        **(
+                            {"sft_loss": stats["sft_loss"]}
+                            if "sft_loss" in stats
+                            else {}
+                        ),
                     }
                 ),
                 "rollout_seconds": rollout_seconds,
@@ -289,6 +322,11 @@ def train(
         progress.close()
     outcome.stopped_by = stop.signal
     return outcome
+
+
+def _constant(group: Group) -> bool:
+    """Whether a group's K rewards are all equal (zero advantage: no signal)."""
+    return len({e.reward for e in group}) <= 1
 
 
 def _rollout_stats(groups: list[Group], keep: torch.Tensor) -> dict[str, float]:

@@ -3,8 +3,10 @@
 Rows (token ids, a mask of the trained tokens, the sampler's log-probs and an
 advantage) are shuffled each epoch, cut into minibatches, and each minibatch
 takes one AdamW step on the loss the caller gives (losses.sft_loss or
-losses.grpo_loss) with gradient clipping. Under torchrun every rank takes the
-same number of steps; a rank out of rows contributes zero gradients.
+losses.grpo_loss) with gradient clipping; a `Supervised` term adds weight x
+L_SFT on demonstrations to every step (joint SFT + RL). Under torchrun every
+rank takes the same number of steps; a rank out of rows contributes zero
+gradients.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import torch.utils.checkpoint
 from tqdm import tqdm
 
 from trainer import distributed
+from trainer.losses import sft_loss
 from trainer.shared_prefix import (
     MIN_SHARED_TOKENS,
     SharedPrefix,
@@ -182,6 +185,20 @@ def batch_logprobs(
 Loss = Callable[[Batch], tuple[torch.Tensor, dict[str, float]]]
 
 
+@dataclass(frozen=True)
+class Supervised:
+    """A supervised term added to every optimizer step: weight x L_SFT on demonstrations.
+
+    Each step takes the next minibatch of `rows` in turn (cycling), scored at
+    temperature 1 (the model's own distribution, as the cold start trains it).
+    When the main loss has no rows (every GRPO group had equal rewards), the
+    epoch is one pass over `rows` with this term alone.
+    """
+
+    rows: Sequence[Row]
+    weight: float
+
+
 def warm_up(optimizer: torch.optim.Optimizer, warmup_steps: int) -> None:
     """Set lr = initial lr x min(1, (steps taken + 1) / warmup_steps) before a step.
 
@@ -223,6 +240,7 @@ def optimize(
     warmup_steps: int = 0,
     micro_batch_size: int = 0,
     share_prefix: bool = True,
+    supervised: Supervised | None = None,
 ) -> dict[str, Any]:
     """`epochs` x minibatches of `loss_of` steps; mean loss per epoch, grad norm, stats.
 
@@ -233,10 +251,35 @@ def optimize(
     as the clip fraction are averaged over the passes by the same shares). With
     `share_prefix`, the prompt prefix a minibatch's rows share is encoded once for
     all its passes (`trainer.shared_prefix`): the same gradient, less work. It
-    needs deterministic passes (no LoRA dropout: one draw would serve every row)."""
+    needs deterministic passes (no LoRA dropout: one draw would serve every row).
+    With `supervised`, each step's loss is the caller's + weight x L_SFT."""
     device = next(p for p in model.parameters() if p.requires_grad).device
     trainable = [p for p in model.parameters() if p.requires_grad]
-    steps = distributed.max_over_ranks(-(-len(rows) // minibatch_size))
+    alone = supervised.rows if supervised is not None and not rows else ()
+    steps = distributed.max_over_ranks(-(-max(len(rows), len(alone)) // minibatch_size))
+
+    def accumulate(
+        chosen: Sequence[Row], loss_of: Loss, weight: float
+    ) -> tuple[float, dict[str, float]]:
+        """Backpropagate weight x the minibatch's loss in micro-batches; its loss and stats."""
+        size = micro_batch_size or len(chosen)
+        prefix = _prefix(model, chosen) if share_prefix else None
+        total, parts = 0.0, []
+        for start in range(0, len(chosen), size):
+            part = chosen[start : start + size]
+            share = len(part) / len(chosen)
+            loss, extra = loss_of(Batch.of(part, pad, device, prefix))
+            (loss * share * weight).backward()
+            total += share * float(loss.detach())
+            parts.append((share, extra))
+        if prefix is not None:
+            prefix.backward()
+        return total, {key: sum(s * e[key] for s, e in parts) for key in parts[0][1]}
+
+    def supervised_loss(batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
+        return sft_loss(batch_logprobs(model, batch, 1.0), batch.mask), {}
+
+    taken = 0  # demonstrations used so far: each step takes the next ones
     epoch_losses, norms, stats, skipped = [], [], [], 0
     model.train()
     progress = tqdm(
@@ -256,23 +299,21 @@ def optimize(
                 rows[i]
                 for i in order[step * minibatch_size : (step + 1) * minibatch_size]
             ]
+            step_loss, extra = 0.0, {}
             if chosen:
-                size = micro_batch_size or len(chosen)
-                prefix = _prefix(model, chosen) if share_prefix else None
-                step_loss, parts = 0.0, []
-                for start in range(0, len(chosen), size):
-                    part = chosen[start : start + size]
-                    share = len(part) / len(chosen)
-                    loss, extra = loss_of(Batch.of(part, pad, device, prefix))
-                    (loss * share).backward()
-                    step_loss += share * float(loss.detach())
-                    parts.append((share, extra))
-                if prefix is not None:
-                    prefix.backward()
+                step_loss, extra = accumulate(chosen, loss_of, 1.0)
+            if supervised is not None and supervised.rows:
+                demonstrations = [
+                    supervised.rows[(taken + i) % len(supervised.rows)]
+                    for i in range(min(minibatch_size, len(supervised.rows)))
+                ]
+                taken += len(demonstrations)
+                sft, _ = accumulate(demonstrations, supervised_loss, supervised.weight)
+                step_loss += supervised.weight * sft
+                extra["sft_loss"] = sft
+            if extra or chosen:
                 losses.append(step_loss)
-                stats.append(
-                    {key: sum(s * e[key] for s, e in parts) for key in parts[0][1]}
-                )
+                stats.append(extra)
             distributed.average_gradients(trainable)
             norm = float(torch.nn.utils.clip_grad_norm_(trainable, max_grad_norm))
             if math.isfinite(norm):  # a non-finite gradient would poison the adapter
@@ -291,8 +332,8 @@ def optimize(
         )
     progress.close()
     summary = {
-        key: float(np.mean([s[key] for s in stats]))
-        for key in (stats[0] if stats else {})
+        key: float(np.mean([s[key] for s in stats if key in s]))
+        for key in dict.fromkeys(key for s in stats for key in s)
     }
     return {
         "epoch_losses": epoch_losses,

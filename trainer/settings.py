@@ -43,6 +43,9 @@ RANGES: dict[str, tuple[float, float, str]] = {
     "cold_start": (0, 10**6, "an integer >= 0"),
     "cold_start_epochs": (1, 10**4, "an integer >= 1"),
     "cold_start_learning_rate": (1e-12, 1.0, "a number in (0, 1]"),
+    "sft_coef": (0, 1e4, "a number >= 0 (0: plain GRPO)"),
+    "sft_examples": (1, 10**6, "an integer >= 1"),
+    "resample_tries": (0, 100, "an integer in [0, 100] (0: no resampling)"),
     "seed": (0, 2**63 - 1, "an integer >= 0"),
     "step_timeout": (0.001, 86400, "seconds in (0, 86400]"),
     "episodes": (1, 10**6, "an integer >= 1"),
@@ -52,7 +55,7 @@ INTEGERS = {
     "iterations", "groups", "group_size", "max_new_tokens", "max_turns",
     "max_total_tokens", "minibatch_size", "epochs", "lora_rank", "generation_batch_size",
     "cold_start", "cold_start_epochs", "seed", "episodes", "warmup_steps",
-    "micro_batch_size", "concurrent_episodes",
+    "micro_batch_size", "concurrent_episodes", "sft_examples", "resample_tries",
 }  # fmt: skip
 
 

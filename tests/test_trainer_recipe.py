@@ -1,0 +1,220 @@
+"""The authors' recipe on top of GRPO: joint SFT + RL and dynamic resampling."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from tests.conftest import ROOT
+from trainer import cold_start, grpo
+from trainer.config import EVAL_SEED_BASE, TrainConfig
+from trainer.envs import resolve_env
+from trainer.errors import TrainerError
+from trainer.generation import TransformersGenerator
+from trainer.losses import grpo_loss, sft_loss
+from trainer.models import load_base, with_lora
+from trainer.optimize import Batch, Row, Supervised, batch_logprobs, optimize
+
+PACKAGE = str(ROOT / "generated_envs" / "permission_error_recovery")
+
+
+def _rows(seed: int, advantages: list[float]) -> list[Row]:
+    generator = torch.Generator().manual_seed(seed)
+    rows = []
+    for i, advantage in enumerate(advantages):
+        length = 8 + 3 * i
+        tokens = torch.randint(0, 200, (length,), generator=generator).tolist()
+        old = (-torch.rand(length, generator=generator)).tolist()
+        rows.append(Row(tokens, [0] * 3 + [1] * (length - 3), old, advantage))
+    return rows
+
+
+def _model(model_dir):
+    base, _ = load_base(str(model_dir))
+    torch.manual_seed(0)
+    model = with_lora(base, TrainConfig(lora_rank=4))
+    return model, [p for p in model.parameters() if p.requires_grad]
+
+
+def _gradient(model, trainable, loss) -> list[torch.Tensor]:
+    for p in trainable:
+        p.grad = None
+    loss.backward()
+    return [p.grad.detach().clone() for p in trainable]
+
+
+def _policy(model):
+    def objective(batch: Batch):
+        logprobs = batch_logprobs(model, batch, 1.0)
+        return grpo_loss(
+            logprobs, batch.old_logprobs, batch.mask, batch.advantages, 0.2
+        )
+
+    return objective
+
+
+@pytest.mark.parametrize("weight", [0.1, 2.0])
+def test_the_joint_step_is_the_policy_gradient_plus_weight_times_the_supervised_one(
+    tiny_model_dir, weight
+) -> None:
+    """L = L_GRPO + c L_SFT: one SGD step (lr 1) moves each weight by -(g_GRPO + c g_SFT)."""
+    policy_rows, demonstrations = _rows(0, [1.0, -0.5, 0.7]), _rows(1, [0.0, 0.0])
+    model, trainable = _model(tiny_model_dir)
+    before = [p.detach().clone() for p in trainable]
+    policy = _policy(model)
+    expected_policy = _gradient(
+        model, trainable, policy(Batch.of(policy_rows, 0, "cpu"))[0]
+    )
+    batch = Batch.of(demonstrations, 0, "cpu")
+    expected_sft = _gradient(
+        model, trainable, sft_loss(batch_logprobs(model, batch, 1.0), batch.mask)
+    )
+    stats = optimize(
+        model, torch.optim.SGD(trainable, lr=1.0), policy_rows, policy,
+        minibatch_size=3, epochs=1, max_grad_norm=1e9, pad=0, rng=random.Random(0),
+        desc="test", supervised=Supervised(demonstrations, weight), share_prefix=False,
+    )  # fmt: skip
+    for old, new, g, s in zip(
+        before, trainable, expected_policy, expected_sft, strict=True
+    ):
+        torch.testing.assert_close(
+            old - new.detach(), g + weight * s, rtol=1e-4, atol=1e-6
+        )
+    assert stats["optimizer_steps"] == 1 and stats["sft_loss"] > 0
+
+
+def test_without_informative_groups_the_supervised_term_steps_alone(
+    tiny_model_dir,
+) -> None:
+    """Every group flat: one pass over the demonstrations, a step per minibatch."""
+    demonstrations = _rows(2, [0.0, 0.0, 0.0])
+    model, trainable = _model(tiny_model_dir)
+    before = [p.detach().clone() for p in trainable]
+    stats = optimize(
+        model, torch.optim.SGD(trainable, lr=1.0), [], _policy(model),
+        minibatch_size=2, epochs=1, max_grad_norm=1e9, pad=0, rng=random.Random(0),
+        desc="test", supervised=Supervised(demonstrations, 0.5),
+    )  # fmt: skip
+    assert stats["optimizer_steps"] == 2 and stats["sft_loss"] > 0
+    assert any(not torch.equal(a, b) for a, b in zip(before, trainable, strict=True))
+    plain = optimize(
+        model, torch.optim.SGD(trainable, lr=1.0), [], _policy(model),
+        minibatch_size=2, epochs=1, max_grad_norm=1e9, pad=0, rng=random.Random(0),
+        desc="test",
+    )  # fmt: skip
+    assert plain["optimizer_steps"] == 0 and "sft_loss" not in plain
+
+
+def _train(model_dir, out, monkeypatch, alter=None, **settings):
+    """One GRPO iteration on the permission package (a random tiny model earns 0 there).
+
+    Returns the config, the metrics and the seeds of each `collect` call;
+    `alter(call, groups)` may change the groups a call returns.
+    """
+    played: list[list[int]] = []
+    original = grpo.collect
+
+    def recording(handle, generator, tokenizer, seeds, *rest):
+        played.append(list(seeds))
+        groups = original(handle, generator, tokenizer, seeds, *rest)
+        if alter is not None:
+            alter(len(played), groups)
+        return groups
+
+    monkeypatch.setattr(grpo, "collect", recording)
+    config = TrainConfig(
+        iterations=1, groups=2, group_size=2, max_new_tokens=4, max_turns=1,
+        max_total_tokens=100_000, lora_rank=4, minibatch_size=2,
+        tool_format="compact", **settings,
+    )  # fmt: skip
+    base, tokenizer = load_base(str(model_dir), chat_template="chatml")
+    torch.manual_seed(0)
+    model = with_lora(base, config)
+    metrics = grpo.train(
+        config, resolve_env(PACKAGE), model, tokenizer,
+        TransformersGenerator(model, tokenizer), out,
+    ).metrics  # fmt: skip
+    return config, metrics, played
+
+
+def test_flat_groups_are_replayed_on_fresh_seeds_up_to_the_tries(
+    tiny_model_dir, tmp_path, monkeypatch
+) -> None:
+    config, metrics, played = _train(
+        tiny_model_dir, tmp_path, monkeypatch, resample_tries=2
+    )
+    first = [config.train_seed(0, g) for g in range(2)]
+    assert played == [
+        first,
+        [config.resample_seed(0, 1, 0), config.resample_seed(0, 1, 1)],
+        [config.resample_seed(0, 2, 0), config.resample_seed(0, 2, 1)],
+    ]
+    assert metrics[0]["resampled_groups"] == 4 and metrics[0]["dropped_groups"] == 1.0
+    _, plain, played = _train(tiny_model_dir, tmp_path / "plain", monkeypatch)
+    assert played == [first] and plain[0]["resampled_groups"] == 0
+
+
+def test_a_group_that_turns_informative_is_kept_and_not_replayed_again(
+    tiny_model_dir, tmp_path, monkeypatch
+) -> None:
+    """The first replay of group 1 earns different rewards: only group 0 plays on."""
+
+    def informative(call: int, groups) -> None:
+        if call == 2:
+            groups[1][0].reward = 1.0
+
+    config, metrics, played = _train(
+        tiny_model_dir, tmp_path, monkeypatch, informative, resample_tries=3
+    )
+    assert played[1] == [config.resample_seed(0, 1, 0), config.resample_seed(0, 1, 1)]
+    assert played[2:] == [[config.resample_seed(0, a, 0)] for a in (2, 3)]
+    assert metrics[0]["resampled_groups"] == 4 and metrics[0]["dropped_groups"] == 0.5
+    assert metrics[0]["optimizer_steps"] == 1.0  # the informative group was trained on
+
+
+def test_joint_sft_trains_where_every_group_is_flat_and_0_is_plain_grpo(
+    tiny_model_dir, tmp_path, monkeypatch
+) -> None:
+    _, joint, _ = _train(
+        tiny_model_dir, tmp_path / "joint", monkeypatch, sft_coef=0.1, sft_examples=3
+    )
+    assert joint[0]["dropped_groups"] == 1.0
+    assert joint[0]["optimizer_steps"] == 2.0 and joint[0]["sft_loss"] > 0
+
+    def never(*args, **kwargs):
+        raise AssertionError("sft_coef 0 must not build demonstrations")
+
+    monkeypatch.setattr(cold_start, "demonstrations", never)
+    _, plain, _ = _train(tiny_model_dir, tmp_path / "plain", monkeypatch)
+    assert plain[0]["optimizer_steps"] == 0.0 and "sft_loss" not in plain[0]
+
+
+def test_resample_seeds_are_fresh_training_seeds() -> None:
+    config = TrainConfig(groups=4, resample_tries=3, seed=12345)
+    seeds = {
+        config.resample_seed(i, a, g)
+        for i in range(50)
+        for a in (1, 2, 3)
+        for g in range(4)
+    }
+    assert len(seeds) == 50 * 3 * 4
+    assert all(2**29 <= s < EVAL_SEED_BASE - 2**20 for s in seeds)
+    assert not seeds & {config.train_seed(i, g) for i in range(50) for g in range(4)}
+    assert not seeds & set(cold_start.demonstration_seeds(1000))
+
+
+@pytest.mark.parametrize(
+    ("change", "option"),
+    [
+        ({"sft_coef": -0.1}, "--sft-coef"),
+        ({"sft_coef": float("nan")}, "--sft-coef"),
+        ({"sft_examples": 0}, "--sft-examples"),
+        ({"resample_tries": 101}, "--resample-tries"),
+        ({"resample_tries": 1.5}, "--resample-tries"),
+    ],
+)
+def test_recipe_settings_are_checked(change, option) -> None:
+    with pytest.raises(TrainerError, match=option):
+        TrainConfig(**change)
