@@ -5,7 +5,9 @@ from __future__ import annotations
 import shutil
 import socket
 import textwrap
+import uuid
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -70,9 +72,32 @@ def _malicious_package(tmp_path: Path, port: int) -> tuple[Path, Path]:
     return package, outside
 
 
+@pytest.fixture
+def markers(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The markers of the sandbox runs this test starts (other runs on the machine are not its own)."""
+    made: list[str] = []
+
+    def uuid4() -> uuid.UUID:
+        value = uuid.uuid4()
+        made.append(value.hex)
+        return value
+
+    monkeypatch.setattr(sandbox, "uuid", SimpleNamespace(uuid4=uuid4))
+    return made
+
+
+def _left_running(markers: list[str]) -> list[int]:
+    """Processes of this test's own sandbox runs still alive."""
+    assert markers, "the test started no sandbox run"
+    return [pid for marker in markers for pid in sandbox.marked(marker)]
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_malicious_package_fails_and_nothing_escapes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: tuple[bool, bool]
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    mode: tuple[bool, bool],
+    markers: list[str],
 ) -> None:
     monkeypatch.setattr(sandbox, "confinement", lambda: mode)
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
@@ -90,7 +115,7 @@ def test_malicious_package_fails_and_nothing_escapes(
     assert "FAIL" in report.summary()
     assert list(outside.iterdir()) == []
     assert SECRET not in report.tests_output and "KEY=absent" in report.tests_output
-    assert sandbox.marked() == []
+    assert _left_running(markers) == []
     assert not list((package / "tests").glob("__pycache__"))
 
 
@@ -100,11 +125,11 @@ def test_template_package_passes_confined() -> None:
     assert "audit hook" in report.confinement
 
 
-def test_timeout_kills_the_run(tmp_path: Path) -> None:
+def test_timeout_kills_the_run(tmp_path: Path, markers: list[str]) -> None:
     script = tmp_path / "spin.py"
     script.write_text(
         "import os\nif os.fork() == 0:\n    pass\nwhile True:\n    pass\n"
     )
     run = sandbox.run_sandboxed(["spin.py"], tmp_path, timeout=2, extra_files=(script,))
     assert run.timed_out
-    assert sandbox.marked() == []
+    assert _left_running(markers) == []
