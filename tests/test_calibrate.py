@@ -105,6 +105,39 @@ def test_calibrate_a_local_model_and_bad_settings(
     assert "not a generated package" in capsys.readouterr().err
 
 
+def test_a_local_model_plays_at_the_difficulty_asked_for(
+    tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--tune plays each knob setting: the local player makes its envs at that difficulty."""
+    from factory.validate import calibrate
+    from trainer import calibration
+
+    made = []
+    original = calibration.collect
+
+    def recording(handle, *rest):
+        made.append(handle.make().difficulty)
+        return original(handle, *rest)
+
+    monkeypatch.setattr(calibration, "collect", recording)
+    setting = {"horizon_days": 2, "expression_kinds": 1}
+    result = calibrate.calibrate_local(
+        str(PACKAGE), str(tiny_model_dir), [0], 2, max_tokens=4, difficulty=setting
+    )
+    assert made[0] == setting and result.samples == 2
+
+
+def test_without_the_trainer_a_local_model_is_one_clear_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import importlib.metadata
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda **kwargs: ())
+    command = ["calibrate", str(PACKAGE), "--model", "models/some-model.gguf"]
+    assert main([*command, "--seeds", "1", "--samples", "2"]) == 2
+    assert "pip install -e '.[train]'" in capsys.readouterr().err
+
+
 def test_tune_finds_the_knob_value_nearest_the_band() -> None:
     knobs = (Knob("distractors", 2, 0, 8, "h"), Knob("steps", 1, 1, 3, "h"))
 

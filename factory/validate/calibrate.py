@@ -2,7 +2,8 @@
 
 N seeds x K samples per seed, played by a model through an OpenAI-compatible
 endpoint (tools passed as OpenAI schemas) or by a local transformers model
-(optionally with a PEFT adapter, through the trainer's rollout code). Reported:
+(optionally with a PEFT adapter; the trainer registers that player, see
+`PLAYERS`, so factory never imports it). Reported:
 mean reward, success rate with its 95% Wilson interval, the share of
 informative groups (a seed's K rewards not all equal: GRPO learns only from
 those), and unbiased pass@k. TRACE trains where mean success is 0.2 to 0.6 and
@@ -201,15 +202,9 @@ def calibrate_openai(
     return Calibration(model, list(seeds), samples, rewards, successes)
 
 
-@dataclass(frozen=True)
-class _WithDifficulty:
-    """The trainer's environment handle, making environments at given knob values."""
-
-    handle: Any
-    difficulty: dict[str, int]
-
-    def make(self, **kwargs: Any) -> Any:
-        return self.handle.make(difficulty=self.difficulty, **kwargs)
+# A local model is played by the side that owns models: the trainer registers its
+# player under this entry-point group (pyproject.toml), so factory never imports it.
+PLAYERS = "trace_factory.players"
 
 
 def calibrate_local(
@@ -222,35 +217,20 @@ def calibrate_local(
     max_tokens: int = 512,
     difficulty: dict[str, int] | None = None,
 ) -> Calibration:
-    """Play K episodes per seed with a local transformers model (and adapter), as the trainer does."""
-    from trainer.envs import resolve_env
-    from trainer.errors import TrainerError
-    from trainer.generation import TransformersGenerator
-    from trainer.models import load_adapter, load_base
-    from trainer.rollout import Ending, RolloutLimits, collect
+    """Play K episodes per seed with a local model (and adapter): the installed local player."""
+    from importlib.metadata import entry_points
 
-    try:
-        handle = resolve_env(package_dir)
-        base, tokenizer = load_base(model)
-        policy = load_adapter(base, adapter) if adapter else base
-    except TrainerError as exc:
-        raise FactoryError(str(exc)) from None
-    max_turns = int(handle.capability.get("generation", {}).get("max_turns", 30))
-    limits = RolloutLimits(
-        max_turns=max_turns, max_new_tokens=max_tokens, temperature=temperature
+    found = entry_points(group=PLAYERS, name="local")
+    if not found:
+        raise FactoryError(
+            "calibrating a local model needs the trainer's player: install the "
+            "project with its train extra (`pip install -e '.[train]'`), or give "
+            "--model an OpenAI-compatible endpoint's model name"
+        )
+    play = next(iter(found)).load()
+    return play(
+        package_dir, model, seeds, samples, adapter, temperature, max_tokens, difficulty
     )
-    groups = collect(
-        handle,
-        TransformersGenerator(policy, tokenizer),
-        tokenizer,
-        seeds,
-        samples,
-        limits,
-    )
-    rewards = [[e.reward for e in group] for group in groups]
-    successes = [[e.success for e in group] for group in groups]
-    failures = sum(e.ending is Ending.ENV_FAULT for group in groups for e in group)
-    return Calibration(model, list(seeds), samples, rewards, successes, failures)
 
 
 def _grid(knob: Knob) -> list[int]:
