@@ -114,9 +114,15 @@ def earlier_grpo_point(path: Path, config: Any) -> dict:
     Raises ValueError naming what is missing, malformed or set otherwise than in
     this run, before any training: the summary describes both runs with one config.
     """
+    from trainer.config import TrainConfig
+
     earlier = json.loads(path.read_text())
     settings = json.loads(json.dumps(config.as_dict()))  # tuples as JSON lists
-    differ = sorted(k for k in settings if earlier["config"].get(k) != settings[k])
+    # A setting the earlier run predates ran at its default (as a resumed checkpoint does).
+    defaults = json.loads(json.dumps(TrainConfig().as_dict()))
+    differ = sorted(
+        k for k in settings if earlier["config"].get(k, defaults[k]) != settings[k]
+    )
     if differ:
         raise ValueError(
             f"it ran with other settings ({', '.join(differ)}): pass its settings"
@@ -343,6 +349,19 @@ def main() -> None:
         default=0,
         help="GRPO optimizer steps of linear learning-rate warmup",
     )
+    parser.add_argument(
+        "--sft-coef",
+        type=float,
+        default=0.0,
+        help="joint SFT + RL: each GRPO step adds this x L_SFT on gold demonstrations",
+    )
+    parser.add_argument("--sft-examples", type=int, default=8)
+    parser.add_argument(
+        "--resample-tries",
+        type=int,
+        default=0,
+        help="replay groups with equal rewards on fresh seeds, up to this many times",
+    )
     parser.add_argument("--cold-start", type=int, default=48)
     parser.add_argument("--cold-start-epochs", type=int, default=2)
     parser.add_argument("--cold-start-learning-rate", type=float, default=5e-4)
@@ -428,6 +447,9 @@ def main() -> None:
         cold_start=args.cold_start,
         cold_start_epochs=args.cold_start_epochs,
         cold_start_learning_rate=args.cold_start_learning_rate,
+        sft_coef=args.sft_coef,
+        sft_examples=args.sft_examples,
+        resample_tries=args.resample_tries,
         precision=args.precision,
         temperature=args.temperature,
         lora_target_modules=tuple(args.lora_target_modules.split(",")),

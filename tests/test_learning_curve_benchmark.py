@@ -103,6 +103,29 @@ def test_a_control_for_a_malformed_or_other_run_is_refused_before_training(
         learning_curve.earlier_grpo_point(path, config)
 
 
+def test_a_run_older_than_a_setting_ran_at_its_default(tmp_path) -> None:
+    """A committed run predates --sft-coef: it ran plain GRPO, which a control may match."""
+    config = TrainConfig(cold_start=24)
+    settings = json.loads(json.dumps(config.as_dict()))
+    del settings["sft_coef"], settings["resample_tries"]
+    earlier = {
+        "config": settings,
+        "points": [{"point": "after cold start", "outcomes": [False, True]},
+                   {"point": "after GRPO", "outcomes": [True, True]}],
+        "metrics": [{"optimizer_steps": 2.0}],
+    }  # fmt: skip
+    path = tmp_path / "learning_curve.json"
+    path.write_text(json.dumps(earlier))
+    assert learning_curve.earlier_grpo_point(path, config)["point"]["outcomes"] == [
+        True,
+        True,
+    ]
+    with pytest.raises(ValueError, match="sft_coef"):
+        learning_curve.earlier_grpo_point(
+            path, TrainConfig(cold_start=24, sft_coef=0.1)
+        )
+
+
 def test_a_point_cut_off_after_some_waves_is_paired_on_the_seeds_it_played(
     tmp_path, monkeypatch
 ) -> None:
