@@ -101,7 +101,7 @@ def _calibrate(arguments: argparse.Namespace) -> int:
 
     def play(difficulty: dict[str, int] | None) -> calibrate.Calibration:
         if local:
-            return calibrate.calibrate_local(
+            return calibrate.local_player()(
                 str(package), arguments.model, seeds, arguments.samples,
                 arguments.adapter, arguments.temperature, arguments.max_tokens, difficulty,
             )  # fmt: skip

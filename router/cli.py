@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import glob
 import json
 import logging
 import os
@@ -22,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from factory.errors import printable
+from factory.outputs import recover, staging_beside, swap_in
 from router.capabilities import CapabilitySet, load_capabilities
 from router.errors import RouterError
 from router.prompt import EXAMPLE_TOKENS, TASK_TOKENS
-from trainer.processes import alive
 
 EVAL_MARKER = "trace-router-eval"
 
@@ -200,43 +199,25 @@ def _prepare_out(out: Path, force: bool) -> Path:
                 f"--out {out} is not empty; pass --force to replace an earlier `router eval` output "
                 "(other folders are never replaced)"
             )
-    parent = out.resolve().parent
     try:
-        parent.mkdir(parents=True, exist_ok=True)
-        _remove_stale_staging(parent, out.name)
-        staging = Path(
-            tempfile.mkdtemp(prefix=f".{out.name}-{os.getpid()}-", dir=parent)
-        )
-        umask = os.umask(0)
-        os.umask(umask)
-        staging.chmod(0o777 & ~umask)  # mkdtemp makes it private; a report is not
-        return staging
+        recover(out.resolve().parent, out.name)
+        return staging_beside(out.resolve())
     except OSError as exc:
-        raise RouterError(f"--out {out}: cannot write in {parent} ({exc})") from None
-
-
-def _remove_stale_staging(parent: Path, name: str) -> None:
-    """Remove staging folders of earlier evals of `name` whose process is gone (kill -9)."""
-    for folder in parent.glob(f".{glob.escape(name)}-*-*"):
-        pid = folder.name[len(name) + 2 :].split("-", 1)[0]
-        if pid.isdigit() and not alive(int(pid)) and folder.is_dir():
-            shutil.rmtree(folder, ignore_errors=True)
+        raise RouterError(
+            f"--out {out}: cannot write in {out.resolve().parent} ({exc})"
+        ) from None
 
 
 def _move_into_place(staging: Path, out: Path) -> None:
     """Swap the finished report folder in; an earlier one is removed only afterwards."""
-    old = staging.with_name(staging.name + ".old")
     try:
-        if out.exists():
-            out.rename(old)
-        staging.rename(out)
+        swap_in(staging, out.resolve())
     except OSError as exc:
         kept = out.with_name(f"{out.name}-{os.getpid()}")
         staging.rename(kept)
         raise RouterError(
             f"--out {out} changed while this eval ran ({exc}); its report is in {kept}"
         ) from None
-    shutil.rmtree(old, ignore_errors=True)
 
 
 def _eval(arguments: argparse.Namespace) -> int:

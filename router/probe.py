@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from factory.outputs import write_text
 from router.capabilities import read_json
 from router.errors import RouterError
 
@@ -101,12 +100,7 @@ def save_probe(probe: Probe, folder: Path, force: bool) -> Path:
     if path.is_dir() or path.is_symlink():
         raise RouterError(f"{path} is a folder or a link; move it away first")
     try:
-        handle, temporary = tempfile.mkstemp(
-            prefix=".probe-", suffix=".tmp", dir=folder
-        )
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            json.dump(probe.as_dict(), stream)
-        os.replace(temporary, path)
+        write_text(path, json.dumps(probe.as_dict()))
     except OSError as exc:
         raise RouterError(
             f"cannot write {path} ({exc}); is the folder writable?"

@@ -121,7 +121,7 @@ def test_a_local_model_plays_at_the_difficulty_asked_for(
 
     monkeypatch.setattr(calibration, "collect", recording)
     setting = {"horizon_days": 2, "expression_kinds": 1}
-    result = calibrate.calibrate_local(
+    result = calibrate.local_player()(
         str(PACKAGE), str(tiny_model_dir), [0], 2, max_tokens=4, difficulty=setting
     )
     assert made[0] == setting and result.samples == 2

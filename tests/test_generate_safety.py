@@ -51,8 +51,8 @@ def test_stale_temporaries_are_cleaned_and_an_interrupted_swap_restored(
 ) -> None:
     output = tmp_path / "out"
     name = example_spec["name"]
-    (output / f".{name}.build-dead").mkdir(parents=True)
-    previous = output / f".{name}.old-12345"
+    (output / f".{name}.staging-4194305-dead").mkdir(parents=True)  # above pid_max
+    previous = output / f".{name}.old-4194305"
     previous.mkdir()
     (previous / "capability.json").write_text("{}")
     with pytest.raises(FactoryError, match="already exists"):
@@ -123,9 +123,9 @@ def test_sigterm_mid_build_leaves_no_temporaries(tmp_path, example_spec) -> None
         stderr=subprocess.PIPE,
     )
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not list(output.glob(".*.build-*")):
+    while time.monotonic() < deadline and not list(output.glob(".*.staging-*")):
         time.sleep(0.05)
-    assert list(output.glob(".*.build-*")), "the build never started"
+    assert list(output.glob(".*.staging-*")), "the build never started"
     process.send_signal(signal.SIGTERM)
     process.wait(timeout=60)
     assert list(output.iterdir()) == []

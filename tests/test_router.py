@@ -438,9 +438,9 @@ def test_eval_out_that_is_a_file_and_stale_staging(tmp_path, capsys) -> None:
     with pytest.raises(Exception, match="is a file"):
         _prepare_out(target, force=True)
     assert target.read_text() == "mine"
-    dead = tmp_path / ".fresh-999999999-abc"  # a staging folder of a killed eval
+    dead = tmp_path / ".fresh.staging-999999999-abc"  # a staging folder of a killed eval
     dead.mkdir()
-    live = tmp_path / f".fresh-{os.getpid()}-abc"
+    live = tmp_path / f".fresh.staging-{os.getpid()}-abc"
     live.mkdir()
     staging = _prepare_out(tmp_path / "fresh", force=False)
     assert not dead.exists() and live.exists() and staging.is_dir()

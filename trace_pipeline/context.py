@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from factory.outputs import staged
 from trace_pipeline.config import PipelineConfig
 from trace_pipeline.errors import PipelineError
 from trace_pipeline.store import RunFolder, digest
@@ -145,16 +146,9 @@ class Context:
         if (final / DONE).is_file():
             self.say(f"{kind}: reusing the finished job {final.name}")
             return final
-        staging = final.with_name(f".{final.name}.staging-{os.getpid()}")
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir(parents=True)
-        try:
+        with staged(final) as staging:  # a half-done one left by a kill is replaced
             work(staging)
             (staging / DONE).write_text("", encoding="utf-8")
-            shutil.rmtree(final, ignore_errors=True)
-            os.replace(staging, final)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
         return final
 
 

@@ -1,9 +1,8 @@
 """A run folder: one subfolder per finished stage, each with the manifest it was built from.
 
-A stage writes into a private staging folder and is moved into place whole
-(`os.replace` of a folder is atomic on one file system), so a kill -9 leaves
-either the old stage or the new one, never half of one; staging folders of dead
-runs are removed on the next start. The manifest records what the stage was
+A stage writes into a private staging folder and is swapped into place whole
+(`factory.outputs`), so a kill -9 leaves either the old stage or the new one,
+never half of one; temporaries of dead runs are cleared on the next start. The manifest records what the stage was
 computed from (its config sections, the upstream manifests' hashes, the project
 version); a rerun skips a stage whose recorded key still matches. One run at a
 time holds the folder's lock.
@@ -15,16 +14,14 @@ import contextlib
 import fcntl
 import hashlib
 import json
-import os
-import shutil
 import time
 from collections.abc import Iterator
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from factory.outputs import recover, staged, write_json
 from trace_pipeline.errors import PipelineError
-from trainer.processes import alive
 
 MARKER = ".trace-run"  # in every run folder `trace run` made; nothing else is reused
 MANIFEST = "manifest.json"
@@ -41,13 +38,6 @@ def digest(value: Any) -> str:
     """sha256 of canonical JSON (sorted keys, fixed separators)."""
     text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(text.encode("ascii")).hexdigest()
-
-
-def write_json(path: Path, value: Any) -> None:
-    """Write JSON through a temporary file moved into place (never half a file)."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_text(json.dumps(value, indent=2) + "\n", encoding="utf-8")
-    os.replace(temporary, path)
 
 
 class RunFolder:
@@ -82,10 +72,8 @@ class RunFolder:
             raise PipelineError(
                 f"--out {root} is not writable ({exc.strerror or exc}); give a folder you can write"
             ) from None
-        for stale in [*root.glob(".*.staging-*"), *root.glob(".jobs/.*.staging-*")]:
-            pid = stale.name.rsplit("-", 1)[-1]
-            if not pid.isdigit() or not alive(int(pid)):
-                shutil.rmtree(stale, ignore_errors=True)
+        recover(root)
+        recover(root / ".jobs")
 
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:
@@ -121,19 +109,8 @@ class RunFolder:
     @contextlib.contextmanager
     def staging(self, name: str) -> Iterator[Path]:
         """A private folder for a stage's outputs, moved into place when the block ends."""
-        staging = self.root / f".{name}.staging-{os.getpid()}"
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir()
-        try:
+        with staged(self.stage(name)) as staging:
             yield staging
-            final = self.stage(name)
-            old = self.root / f".{name}.old.staging-{os.getpid()}"
-            if final.exists():
-                os.replace(final, old)
-            os.replace(staging, final)
-            shutil.rmtree(old, ignore_errors=True)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
 
     def finish(
         self,

@@ -1,8 +1,8 @@
 """Checkpoints: adapter, optimizer, RNG states, iteration and metrics, swapped in atomically.
 
-A checkpoint is written to a temporary folder and renamed into place, so a run
-killed at any moment keeps its previous checkpoint and loses at most the
-iteration it was in.
+A checkpoint is written to a staging folder and swapped into place
+(`factory.outputs`), so a run killed at any moment keeps its previous checkpoint
+and loses at most the iteration it was in.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from factory.outputs import recover, staging_beside, swap_in, write_text
 from trainer.config import TrainConfig
 from trainer.errors import TrainerError, first_line
 
@@ -33,21 +34,14 @@ def _folder(out: Path) -> Path:
 
 
 def exists(out: Path) -> bool:
-    """Whether `out` holds a checkpoint (the latest, or the one being replaced)."""
-    return any(
-        (f / "state.json").is_file() for f in (_folder(out), out / ".checkpoint.old")
-    )
+    """Whether `out` holds a checkpoint (one a kill left retired mid-swap is put back)."""
+    recover(out, _folder(out).name)
+    return (_folder(out) / "state.json").is_file()
 
 
 def adapter_dir(out: Path) -> Path:
     """Where the latest checkpoint's adapter lives (vLLM loads it as a LoRARequest)."""
     return _folder(out) / "adapter"
-
-
-def _atomic_text(path: Path, text: str) -> None:
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(text, encoding="utf-8")
-    temporary.replace(path)
 
 
 def save(
@@ -65,11 +59,9 @@ def save(
     A write that fails (a full disk, say) leaves the previous checkpoint intact
     and is a TrainerError naming the folder.
     """
-    staging = out / ".checkpoint.tmp"
+    staging = None
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir()
+        staging = staging_beside(_folder(out))
         model.save_pretrained(staging / "adapter", save_embedding_layers=False)
         torch.save(optimizer.state_dict(), staging / "optimizer.pt")
         torch.save(
@@ -78,21 +70,18 @@ def save(
         )
         state = {"iteration": iteration, "env_id": env_id, "config": config.as_dict()}
         (staging / "state.json").write_text(json.dumps(state, indent=2))
-        _atomic_text(
+        write_text(
             out / "metrics.jsonl", "".join(json.dumps(row) + "\n" for row in metrics)
         )
+        swap_in(staging, _folder(out))
     except (OSError, RuntimeError) as exc:
-        shutil.rmtree(staging, ignore_errors=True)
         raise TrainerError(
             f"cannot write the checkpoint in {out} ({first_line(exc, 200)}); "
             "free space or choose another --out (the previous checkpoint is intact)"
         ) from None
-    retired = out / ".checkpoint.old"
-    shutil.rmtree(retired, ignore_errors=True)
-    if _folder(out).exists():
-        _folder(out).rename(retired)
-    staging.rename(_folder(out))
-    shutil.rmtree(retired, ignore_errors=True)
+    finally:
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
 
 
 def load(
@@ -107,8 +96,8 @@ def load(
     from peft import set_peft_model_state_dict
     from safetensors.torch import load_file
 
-    folder = _folder(out) if _folder(out).exists() else out / ".checkpoint.old"
-    if not (folder / "state.json").is_file():
+    folder = _folder(out)
+    if not exists(out):
         raise TrainerError(f"--resume: no checkpoint in {out}; start without --resume")
     try:
         state = json.loads((folder / "state.json").read_text(encoding="utf-8"))
@@ -166,7 +155,7 @@ def load(
 
 def record(out: Path, name: str, content: Any) -> None:
     """Write a JSON record of the run next to its checkpoint (atomically)."""
-    _atomic_text(out / name, json.dumps(content, indent=1))
+    write_text(out / name, json.dumps(content, indent=1))
 
 
 def remember_example(out: Path, messages: list[dict[str, Any]]) -> None:

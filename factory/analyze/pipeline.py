@@ -29,6 +29,7 @@ from factory.analyze.statistics import Labelled, Selection, bootstrap, majority,
 from factory.analyze.truth import load_truth, score
 from factory.errors import FactoryError
 from factory.kits import kits as load_kits
+from factory.outputs import recover, staging_beside, swap_in
 from factory.spec import InlineTarget
 
 # One labelling run: for each trajectory, a judgement per capability name.
@@ -267,8 +268,8 @@ def write_outputs(
     """Write every output into `output` atomically; return the spec paths."""
     refuse_overwrite(output, force, inputs)
     output.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", dir=output.parent))
-    staging.chmod(0o755)
+    recover(output.parent, output.name)
+    staging = staging_beside(output)
     try:
         by_name = {c.name: c for c in analysis.capabilities}
         examples = {
@@ -327,13 +328,7 @@ def write_outputs(
             path.write_text(spec.to_json(), encoding="utf-8")
             specs.append(output / "capabilities" / path.name)
         (staging / MARKER).write_text('{"written_by": "factory analyze"}\n')
-        retired = None
-        if output.exists():  # checked above: empty, or analyze's own
-            retired = output.with_name(f".{output.name}.old-{os.getpid()}")
-            output.rename(retired)
-        staging.rename(output)
-        if retired is not None:
-            shutil.rmtree(retired, ignore_errors=True)
+        swap_in(staging, output)  # checked above: new, empty, or analyze's own
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return specs

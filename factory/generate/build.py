@@ -18,7 +18,6 @@ import os
 import shutil
 import signal
 import sys
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,12 +32,10 @@ from factory.generate.tau2_target import PREFIX as TAU2
 from factory.generate.tau2_target import tau2_target
 from factory.kits import kits
 from factory.llm import openai_client
+from factory.outputs import recover, staging_beside, swap_in
 from factory.runtime import Toolkit
 from factory.spec import CapabilitySpec, load_spec
 from factory.validate.runner import ValidationFailed, ValidationReport, validate_package
-
-BUILD = "build"
-OLD = "old"
 
 
 def write_files(root: Path, files: dict[str, str]) -> None:
@@ -90,18 +87,6 @@ def _output_lock(output_dir: Path) -> Iterator[None]:
         os.close(descriptor)
 
 
-def _recover(output_dir: Path, name: str) -> None:
-    """Under the lock: remove temporaries of dead builds; restore an interrupted swap."""
-    destination = output_dir / name
-    for stale in sorted(output_dir.glob(f".{name}.{BUILD}-*")):
-        shutil.rmtree(stale, ignore_errors=True)
-    for old in sorted(output_dir.glob(f".{name}.{OLD}-*")):
-        if not os.path.lexists(destination):
-            old.rename(destination)  # killed mid-swap: put the previous package back
-        else:
-            shutil.rmtree(old, ignore_errors=True)
-
-
 @contextlib.contextmanager
 def _terminate_cleanly() -> Iterator[None]:
     """Turn SIGTERM into SystemExit so `finally` blocks remove the temporaries."""
@@ -142,27 +127,17 @@ def _check_destination(destination: Path, force: bool) -> None:
 def _move_into_place(staging: Path, destination: Path, force: bool) -> None:
     """Place the build; fails without `force` if anything appeared at the destination."""
     _check_destination(destination, force)
-    retired = None
-    if destination.exists():
-        retired = destination.with_name(f".{destination.name}.{OLD}-{os.getpid()}")
-        destination.rename(retired)
     try:
-        destination.mkdir()  # atomic reservation: fails if something appeared
+        swap_in(staging, destination)
     except FileExistsError:
-        kept = ""
-        if retired is not None:
-            previous = destination.with_name(
-                f"{destination.name}.previous-{os.getpid()}"
-            )
-            retired.rename(previous)
-            kept = f"; the previous package is kept at {previous}"
+        previous = destination.with_name(f"{destination.name}.previous-{os.getpid()}")
+        kept = (
+            f"; the previous package is kept at {previous}" if previous.exists() else ""
+        )
         raise FactoryError(
             f"{destination} appeared while the package was being built; nothing was "
             f"replaced{kept}"
         ) from None
-    staging.rename(destination)  # onto the empty folder we just made
-    if retired is not None:
-        shutil.rmtree(retired, ignore_errors=True)
 
 
 @dataclass(frozen=True)
@@ -230,8 +205,7 @@ def _stage(
 ) -> tuple[Path, ValidationReport | None]:
     """Render into a fresh temporary folder beside the destination and validate it there."""
     files = render_package(spec, task)
-    staging = Path(tempfile.mkdtemp(prefix=f".{spec.name}.{BUILD}-", dir=output_dir))
-    staging.chmod(0o755)  # mkdtemp makes it private; a package folder is not
+    staging = staging_beside(output_dir / spec.name)
     try:
         write_files(staging, files)
         return staging, validate_package(staging, seeds) if validate else None
@@ -312,7 +286,7 @@ def generate(
     output_dir = _prepare_output(output_dir)
     with _terminate_cleanly(), _output_lock(output_dir):
         try:
-            _recover(output_dir, spec.name)
+            recover(output_dir, spec.name)  # dead builds; a swap a kill cut short
             return _build(spec, output_dir, force, validate, seeds, codegen)
         except OSError as exc:
             if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC):

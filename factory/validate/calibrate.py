@@ -15,9 +15,7 @@ from __future__ import annotations
 import importlib
 import json
 import math
-import os
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -25,6 +23,7 @@ from typing import Any
 
 from factory.analyze.statistics import wilson
 from factory.errors import FactoryError
+from factory.outputs import write_text
 from factory.runtime import Knob
 
 BAND = (0.2, 0.6)
@@ -207,17 +206,8 @@ def calibrate_openai(
 PLAYERS = "trace_factory.players"
 
 
-def calibrate_local(
-    package_dir: str,
-    model: str,
-    seeds: Sequence[int],
-    samples: int,
-    adapter: str | None = None,
-    temperature: float = 1.0,
-    max_tokens: int = 512,
-    difficulty: dict[str, int] | None = None,
-) -> Calibration:
-    """Play K episodes per seed with a local model (and adapter): the installed local player."""
+def local_player() -> Callable[..., Calibration]:
+    """The installed player of local models (`trainer.calibration.calibrate_local`)."""
     from importlib.metadata import entry_points
 
     found = entry_points(group=PLAYERS, name="local")
@@ -227,10 +217,7 @@ def calibrate_local(
             "project with its train extra (`pip install -e '.[train]'`), or give "
             "--model an OpenAI-compatible endpoint's model name"
         )
-    play = next(iter(found)).load()
-    return play(
-        package_dir, model, seeds, samples, adapter, temperature, max_tokens, difficulty
-    )
+    return next(iter(found)).load()
 
 
 def _grid(knob: Knob) -> list[int]:
@@ -292,15 +279,9 @@ def write_difficulty(
     spec = tuned_spec(spec_path, package_name)
     spec.generation.difficulty = dict(difficulty)
     text = spec.to_json()
-    handle, temporary = tempfile.mkstemp(
-        prefix=f".{spec_path.name}.", dir=spec_path.parent
-    )
     try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.replace(temporary, spec_path)
+        write_text(spec_path, text)
     except OSError as exc:
-        Path(temporary).unlink(missing_ok=True)
         raise FactoryError(
             f"--spec: cannot write {spec_path} ({exc.strerror})"
         ) from None

@@ -15,10 +15,10 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from factory.outputs import write_json
 from trace_pipeline.context import Context
 from trace_pipeline.executors import Job, run_jobs
 from trace_pipeline.stages.train import train_config, trained_inputs
-from trace_pipeline.store import write_json
 
 
 def mixture_job(context: Context, folder: Path, envs: list[str]) -> None:

@@ -14,10 +14,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from factory.outputs import write_json
 from trace_pipeline.context import Context, task_info
 from trace_pipeline.errors import PipelineError
 from trace_pipeline.executors import Job, run_jobs
-from trace_pipeline.store import write_json
 from trainer.evaluation import confidence_interval
 
 

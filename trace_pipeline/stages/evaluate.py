@@ -14,8 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from factory.outputs import write_json
 from trace_pipeline.context import Context
-from trace_pipeline.store import write_json
 
 
 def tasks(context: Context, names: list[str]) -> list[Any]:

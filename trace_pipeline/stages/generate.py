@@ -14,8 +14,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from factory.outputs import write_json
 from trace_pipeline.context import Context
-from trace_pipeline.store import write_json
 
 
 def target_tools(context: Context) -> list[str] | None:

@@ -14,9 +14,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from factory.outputs import write_json
 from trace_pipeline.context import Context
 from trace_pipeline.executors import Job, run_jobs
-from trace_pipeline.store import write_json
 
 
 def train_config(context: Context) -> Any:

@@ -1,0 +1,130 @@
+"""Writing outputs so that a kill at any moment loses nothing (every layer writes through here).
+
+A file is written beside its destination under a temporary name and moved into
+place with `os.replace`; a folder is built in a staging folder beside its
+destination and swapped in whole (`swap_in`), the earlier one removed only
+after the new one is in place. Temporaries carry their process id, so the next
+run clears those of dead processes (`recover`) and puts back a destination a
+kill left retired half way through a swap.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import json
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+STAGING, OLD = "staging", "old"
+# `.NAME.staging-PID-RANDOM` and `.NAME.old-PID`, beside the output NAME.
+TEMPORARY = re.compile(
+    rf"\.(?P<name>.+)\.(?P<kind>{STAGING}|{OLD})-(?P<pid>\d+)(-\w+)?"
+)
+
+
+def alive(pid: int) -> bool:
+    """True while process `pid` exists (one of another user's counts as alive)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's live process
+    return True
+
+
+def write_text(path: Path, text: str) -> None:
+    """Write `path` whole or not at all (a temporary beside it, then `os.replace`)."""
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as stream:
+            stream.write(text)
+        Path(temporary).chmod(0o666 & ~_umask())  # mkstemp's are private; ours are not
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def write_json(path: Path, value: Any) -> None:
+    """`write_text` of indented JSON with a final newline."""
+    write_text(path, json.dumps(value, indent=2) + "\n")
+
+
+def _umask() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return umask
+
+
+def staging_beside(final: Path) -> Path:
+    """A new, empty staging folder beside `final` (same file system, so the swap is a rename)."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(
+        tempfile.mkdtemp(
+            prefix=f".{final.name}.{STAGING}-{os.getpid()}-", dir=final.parent
+        )
+    )
+    staging.chmod(0o777 & ~_umask())  # mkdtemp's are private; outputs are not
+    return staging
+
+
+@contextlib.contextmanager
+def staged(final: Path) -> Iterator[Path]:
+    """A staging folder swapped in as `final` when the block ends; removed if it raises."""
+    staging = staging_beside(final)
+    try:
+        yield staging
+        swap_in(staging, final)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def swap_in(staging: Path, final: Path) -> None:
+    """Make the finished `staging` folder `final`; an earlier `final` goes only afterwards.
+
+    The destination is reserved with `mkdir` before the rename, so a folder that
+    appeared at `final` meanwhile is never replaced: FileExistsError, with the
+    earlier output kept as `NAME.previous-PID`. A kill between the renames leaves
+    the earlier output retired beside `final`, which `recover` puts back.
+    """
+    retired = final.with_name(f".{final.name}.{OLD}-{os.getpid()}")
+    shutil.rmtree(retired, ignore_errors=True)
+    if final.exists():
+        final.rename(retired)
+    try:
+        final.mkdir()
+    except FileExistsError:
+        if retired.exists():
+            previous = final.with_name(f"{final.name}.previous-{os.getpid()}")
+            retired.rename(previous)
+        raise
+    staging.rename(final)  # onto the empty folder just made
+    shutil.rmtree(retired, ignore_errors=True)
+
+
+def recover(folder: Path, name: str | None = None) -> None:
+    """Clear the temporaries dead processes left in `folder` (of output `name` only, if
+    given: a shared folder holds other tools' files); put back retired outputs.
+
+    A destination retired by a swap that a kill cut short comes back when
+    nothing took its place; staging folders and other retired ones are removed.
+    """
+    pattern = f".{glob.escape(name)}.*-*" if name is not None else ".*.*-*"
+    for path in sorted(folder.glob(pattern)) if folder.is_dir() else []:
+        found = TEMPORARY.fullmatch(path.name)
+        if found is None or alive(int(found["pid"])):
+            continue
+        if name is not None and found["name"] != name:
+            continue
+        final = folder / found["name"]
+        if found["kind"] == OLD and not os.path.lexists(final):
+            path.rename(final)  # killed mid-swap: the earlier output comes back
+        elif path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
