@@ -362,6 +362,12 @@ def main() -> None:
         default=0,
         help="replay groups with equal rewards on fresh seeds, up to this many times",
     )
+    parser.add_argument(
+        "--hint-share",
+        type=float,
+        default=0.0,
+        help="share of each group's episodes sampled with expert guidance",
+    )
     parser.add_argument("--cold-start", type=int, default=48)
     parser.add_argument("--cold-start-epochs", type=int, default=2)
     parser.add_argument("--cold-start-learning-rate", type=float, default=5e-4)
@@ -450,6 +456,7 @@ def main() -> None:
         sft_coef=args.sft_coef,
         sft_examples=args.sft_examples,
         resample_tries=args.resample_tries,
+        hint_share=args.hint_share,
         precision=args.precision,
         temperature=args.temperature,
         lora_target_modules=tuple(args.lora_target_modules.split(",")),

@@ -1,4 +1,4 @@
-"""The authors' recipe on top of GRPO: joint SFT + RL and dynamic resampling."""
+"""The authors' recipe on top of GRPO: joint SFT + RL, dynamic resampling, hint injection."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from tests.conftest import ROOT
-from trainer import cold_start, grpo
+from trainer import cold_start, env_calls, grpo
 from trainer.config import EVAL_SEED_BASE, TrainConfig
 from trainer.envs import resolve_env
 from trainer.errors import TrainerError
@@ -205,6 +205,87 @@ def test_resample_seeds_are_fresh_training_seeds() -> None:
     assert not seeds & set(cold_start.demonstration_seeds(1000))
 
 
+def test_the_hint_is_the_capability_and_the_gold_policys_first_step() -> None:
+    handle = resolve_env(PACKAGE)
+    text = cold_start.hint(handle, 5)
+    assert text.startswith("<expert_guidance>") and text.endswith("</expert_guidance>")
+    assert handle.capability["description"] in text
+    assert (
+        "call `search_contacts` with" in text
+    )  # the gold policy's first call on seed 5
+
+
+def test_a_hinted_episode_samples_with_the_hint_and_trains_on_the_plain_prompt(
+    tiny_model_dir,
+) -> None:
+    from trainer.chat import ChatFormat
+    from trainer.rollout import RolloutLimits, collect, with_hint
+
+    base, tokenizer = load_base(str(tiny_model_dir), chat_template="chatml")
+    handle = resolve_env(PACKAGE)
+    limits = RolloutLimits(max_turns=2, max_new_tokens=4, max_total_tokens=100_000)
+    torch.manual_seed(0)
+    (group,) = collect(
+        handle, TransformersGenerator(base, tokenizer), tokenizer, [7], 2, limits,
+        "compact", None, {7: "<expert_guidance>HINT</expert_guidance>"}, 1,
+    )  # fmt: skip
+    hinted, plain = group
+    messages, tools = env_calls.reset(handle.make(max_turns=2), 7, 60)
+    chat = ChatFormat(tokenizer, tools, "compact")
+    hinted_prompt = chat.prompt(
+        with_hint(messages, "<expert_guidance>HINT</expert_guidance>")
+    )
+    assert hinted.tokens[: len(hinted_prompt)] == hinted_prompt
+    assert plain.plain_prompt is None and plain.tokens[
+        : len(chat.prompt(messages))
+    ] == chat.prompt(messages)
+    tokens, mask = hinted.plain()
+    assert tokens == chat.prompt(messages) + hinted.tokens[len(hinted_prompt) :]
+    assert sum(mask) == hinted.generated and mask[: len(chat.prompt(messages))] == [
+        0
+    ] * len(chat.prompt(messages))
+    assert "HINT" not in tokenizer.decode(tokens)
+
+
+def test_the_update_scores_hinted_episodes_on_the_plain_prompt_from_a_ratio_of_1(
+    tiny_model_dir, tmp_path, monkeypatch
+) -> None:
+    seen = {}
+    original = grpo.optimize
+
+    def capture(model, optimizer, rows, *args, **kwargs):
+        seen["rows"] = rows
+        batch = Batch.of(rows, 0, "cpu")
+        with torch.no_grad():
+            seen["now"] = batch_logprobs(model, batch, 1.0)
+        return original(model, optimizer, rows, *args, **kwargs)
+
+    monkeypatch.setattr(grpo, "optimize", capture)
+
+    def informative(call: int, groups) -> None:
+        for group in groups:
+            group[0].reward = 1.0  # the hinted episode of each group did better
+
+    _, metrics, _ = _train(
+        tiny_model_dir, tmp_path, monkeypatch, informative, hint_share=0.5
+    )
+    rows = seen["rows"]
+    assert len(rows) == 4 and metrics[0]["hinted_success_rate"] == 0.0
+    texts = [tokenizer_text(tiny_model_dir, row.tokens) for row in rows]
+    assert not any("expert_guidance" in text for text in texts)
+    for i, row in enumerate(rows[2:], start=2):  # the swapped rows come last
+        trained = torch.tensor(row.mask, dtype=torch.bool)
+        torch.testing.assert_close(
+            torch.tensor(row.old_logprobs)[trained],
+            seen["now"][i, : len(row.tokens)][trained],
+        )  # pi_old = the policy's own log-prob on the plain prompt: ratio 1
+
+
+def tokenizer_text(model_dir, tokens: list[int]) -> str:
+    _, tokenizer = load_base(str(model_dir), chat_template="chatml")
+    return tokenizer.decode(tokens)
+
+
 @pytest.mark.parametrize(
     ("change", "option"),
     [
@@ -213,6 +294,7 @@ def test_resample_seeds_are_fresh_training_seeds() -> None:
         ({"sft_examples": 0}, "--sft-examples"),
         ({"resample_tries": 101}, "--resample-tries"),
         ({"resample_tries": 1.5}, "--resample-tries"),
+        ({"hint_share": 1.5}, "--hint-share"),
     ],
 )
 def test_recipe_settings_are_checked(change, option) -> None:

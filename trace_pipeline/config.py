@@ -233,6 +233,13 @@ class Train(Section):
         description="replay groups whose rewards are all equal on fresh seeds, up to "
         "this many times per iteration (0: drop them)",
     )
+    hint_share: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="share of each group's episodes that see expert guidance (the "
+        "capability and the gold first step) while sampling; trained on the plain prompt",
+    )
     lora_rank: int = Field(8, ge=1, le=256)
     lora_alpha: int = Field(16, ge=1, le=4096)
     minibatch_size: int = Field(4, ge=1, le=4096)

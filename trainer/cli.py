@@ -58,6 +58,9 @@ TRAIN_SETTINGS: dict[str, str] = {
     "sft_examples": "gold demonstrations the joint supervised loss cycles through",
     "resample_tries": "replay groups whose episodes all earned the same reward on fresh "
     "seeds, up to this many times per iteration, so the update has signal (0: drop them)",
+    "hint_share": "hint injection: this share of each group's episodes sees expert "
+    "guidance (the capability and the gold policy's first step) in its system message; "
+    "the update trains them on the plain prompt (the TRACE authors use 0.25 to 0.5)",
     "seed": "seed of the LoRA initialisation, sampling and training seeds",
 }
 # Options of both commands that set how long an episode and its calls may run.

@@ -55,7 +55,11 @@ def demonstration(chat: ChatFormat, messages: list[dict[str, Any]]) -> Row:
 
 
 def _gold(
-    handle: EnvHandle, seed: int, run_episode: Any, timeout: float
+    handle: EnvHandle,
+    seed: int,
+    run_episode: Any,
+    timeout: float,
+    why: str = "--cold-start",
 ) -> tuple[Any, Any]:
     """(tools, episode) of the gold policy on `seed`; a faulty environment is a TrainerError."""
 
@@ -68,9 +72,41 @@ def _gold(
         return env_calls.guarded(play, timeout, "the gold policy's episode")
     except env_calls.EnvFault as exc:
         raise TrainerError(
-            f"--cold-start: {handle.env_id} cannot play its gold policy on seed {seed}: "
+            f"{why}: {handle.env_id} cannot play its gold policy on seed {seed}: "
             f"{exc}; validate the package with `factory validate`"
         ) from None
+
+
+def _gold_policy(handle: EnvHandle, why: str) -> Any:
+    """The package's `run_episode`, or a TrainerError saying which option needs it."""
+    try:
+        return importlib.import_module(handle.package).run_episode
+    except (ImportError, AttributeError) as exc:
+        raise TrainerError(
+            f"{why} needs the package's gold policy ({handle.package}.run_episode): {exc}"
+        ) from None
+
+
+def hint(handle: EnvHandle, seed: int, timeout: float = 60.0) -> str:
+    """Expert guidance for seed `seed` (hint injection): the capability, and a first step.
+
+    The first step is the gold policy's first action on this very task, so the
+    hint is right by construction; it names the capability the package trains.
+    """
+    run_episode = _gold_policy(handle, "--hint-share")
+    _, episode = _gold(handle, seed, run_episode, timeout, "--hint-share")
+    replies = [m for m in episode.info["messages"] if m["role"] == "assistant"]
+    calls = replies[0].get("tool_calls") if replies else None
+    if calls:
+        call = calls[0]["function"]
+        step = f"call `{call['name']}` with {call['arguments']}"
+    else:
+        step = f"answer: {replies[0].get('content', '') if replies else ''}"
+    description = str(handle.capability.get("description") or "").strip()
+    return (
+        f"<expert_guidance>\n{description}\nA first step that works here: {step}.\n"
+        "</expert_guidance>"
+    )
 
 
 def demonstrations(
@@ -81,13 +117,7 @@ def demonstrations(
     timeout: float = 60.0,
 ) -> list[Row]:
     """`count` gold episodes of the environment, tokenized with their masks."""
-    try:
-        run_episode = importlib.import_module(handle.package).run_episode
-    except (ImportError, AttributeError) as exc:
-        raise TrainerError(
-            f"--cold-start needs the package's gold policy ({handle.package}.run_episode): "
-            f"{exc}"
-        ) from None
+    run_episode = _gold_policy(handle, "--cold-start")
     rows = []
     for seed in demonstration_seeds(count):
         tools, episode = _gold(handle, seed, run_episode, timeout)

@@ -63,6 +63,10 @@ class TrainConfig:
     # Dynamic resampling (DAPO): groups whose K rewards are all equal are replayed
     # on fresh training seeds, up to this many times, before the update.
     resample_tries: int = 0
+    # Hint injection: this share of each group's episodes sees expert guidance (the
+    # capability and the gold policy's first step) in its system message; the
+    # update trains them on the plain prompt.
+    hint_share: float = 0.0
     seed: int = 0
     backend: str = "transformers"
     step_timeout: float = 60.0  # seconds one environment call may take

@@ -5,11 +5,15 @@ The whole algorithm is in this file, CleanRL style:
     cold start (optional, for base models): supervised epochs on gold demonstrations
     for each iteration:
         sync       the sampler takes the latest checkpoint's adapter (vLLM: a LoRARequest)
-        rollouts   G seeds x K episodes with the current policy: one group per seed
+        rollouts   G seeds x K episodes with the current policy: one group per seed;
+                   with --hint-share h, h K episodes of each group see expert guidance
+                   in their system message (hint injection)
         resample   a group whose K rewards are all equal is replayed on a fresh seed,
                    up to --resample-tries times (DAPO's dynamic sampling)
         advantage  A_i = (r_i - mean(r_group)) / (std(r_group) + eps)     groups with
                    identical rewards carry no signal and are dropped before any pass
+        swap       hinted episodes are trained on the plain prompt; their pi_old is the
+                   current policy's own log-prob there (computed once, so rho starts at 1)
         update     for epochs x minibatches: per-token ratio rho_t = pi(o_t) / pi_old(o_t)
                    L = -mean_i 1/|o_i| sum_t min(rho_t A_i, clip(rho_t, 1-e, 1+e) A_i)
                        + beta * KL(pi || pi_base)        (k3 estimator, beta = 0 by default)
@@ -40,8 +44,15 @@ from trainer.envs import EnvHandle
 from trainer.errors import Interrupted, IterationDropped
 from trainer.losses import group_advantages, grpo_loss
 from trainer.models import pad_id
-from trainer.optimize import Batch, Row, Supervised, batch_logprobs, optimize
-from trainer.rollout import Ending, Generator, Group, collect
+from trainer.optimize import (
+    Batch,
+    Row,
+    Supervised,
+    batch_logprobs,
+    optimize,
+    with_current_logprobs,
+)
+from trainer.rollout import Ending, Episode, Generator, Group, collect
 
 T = TypeVar("T")
 
@@ -214,10 +225,17 @@ def train(
             )[rank::world]  # fmt: skip
             supervised = Supervised(demonstrations, config.sft_coef)
 
+        hinted = round(config.hint_share * config.group_size)
+
         def play(seeds: list[int]) -> list[Group]:
+            hints = (
+                {s: cold_start.hint(handle, s, config.step_timeout) for s in seeds}
+                if hinted
+                else None
+            )
             return collect(
                 handle, generator, tokenizer, seeds, config.group_size, limits,
-                config.tool_format, "rollouts",
+                config.tool_format, "rollouts", hints, hinted,
             )  # fmt: skip
 
         def rollouts_and_update(
@@ -243,14 +261,28 @@ def train(
             stop.check()
             rewards = torch.tensor([[e.reward for e in group] for group in groups])
             advantages, keep = group_advantages(rewards, config.advantage_epsilon)
-            rows = [
-                Row(e.tokens, e.mask, e.logprobs, float(advantage))
+            kept_episodes = [
+                (e, float(advantage))
                 for group, group_advantage, kept in zip(
                     groups, advantages, keep, strict=True
                 )
                 if kept
                 for e, advantage in zip(group, group_advantage, strict=True)
             ]
+            rows = [
+                Row(e.tokens, e.mask, e.logprobs, advantage)
+                for e, advantage in kept_episodes
+                if e.plain_prompt is None
+            ]
+            swapped = [
+                Row(*e.plain(), None, advantage)
+                for e, advantage in kept_episodes
+                if e.plain_prompt is not None
+            ]
+            if swapped:
+                rows += with_current_logprobs(
+                    model, swapped, config.temperature, pad, config.minibatch_size
+                )
             began = time.perf_counter()
             stats |= optimize(
                 model, optimizer, rows, objective, minibatch_size=config.minibatch_size,
@@ -311,7 +343,15 @@ def train(
                     outcome.metrics,
                     handle.env_id,
                 )
-                success = next((e for g in groups for e in g if e.success), None)
+                success = next(
+                    (
+                        e
+                        for g in groups
+                        for e in g
+                        if e.success and e.plain_prompt is None
+                    ),
+                    None,
+                )
                 if success is not None:
                     checkpoint.remember_example(out, success.messages)
             progress.set_postfix(
@@ -342,4 +382,17 @@ def _rollout_stats(groups: list[Group], keep: torch.Tensor) -> dict[str, float]:
         "env_errors": float(sum(e.ending is Ending.ENV_FAULT for e in episodes)),
         "token_limit": float(sum(e.ending is Ending.TOKEN_LIMIT for e in episodes)),
         "mean_turns": float(np.mean([e.turns for e in episodes])),
+        **_hinted_stats(episodes),
+    }
+
+
+def _hinted_stats(episodes: list[Episode]) -> dict[str, float]:
+    """Success with and without the hint, when hints were given."""
+    hinted = [e.success for e in episodes if e.plain_prompt is not None]
+    plain = [e.success for e in episodes if e.plain_prompt is None]
+    if not hinted:
+        return {}
+    return {
+        "hinted_success_rate": float(np.mean(hinted)),
+        "plain_success_rate": float(np.mean(plain)) if plain else 0.0,
     }

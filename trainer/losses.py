@@ -43,7 +43,18 @@ def grpo_loss(
     ref_logprobs: torch.Tensor | None = None,
     kl_beta: float = 0.0,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """L = -mean_i 1/|o_i| sum_t min(rho_t A_i, clip(rho_t, 1-e, 1+e) A_i) + beta KL."""
+    """L = -mean_i 1/|o_i| sum_t min(rho_t A_i, clip(rho_t, 1-e, 1+e) A_i) + beta KL.
+
+    `old_logprobs` are the sampler's log-probs of the tokens it sampled, so
+    rho_t = pi_theta(o_t | prompt, o_<t) / pi_sampler(o_t | prompt, o_<t). A
+    hinted episode (hint injection) was sampled with expert guidance in its
+    prompt but is trained on the plain prompt; its `old_logprobs` are then the
+    policy's own on the plain prompt before the update (`with_current_logprobs`),
+    so the clipped ratio is pi_theta(o_t | plain, o_<t) / pi_theta_old(o_t | plain,
+    o_<t): 1 at the first step, as the TRACE authors' hint swap computes it. The
+    sampler's hinted log-probs are not used (they would make rho_t tiny wherever
+    the hint made a token likely, and the clip would pass no gradient there).
+    """
     ratio = torch.exp(logprobs - old_logprobs)  # rho_t = pi_theta / pi_old
     unclipped = ratio * advantages[:, None]  # rho_t * A_i
     clipped = (

@@ -185,6 +185,33 @@ def batch_logprobs(
 Loss = Callable[[Batch], tuple[torch.Tensor, dict[str, float]]]
 
 
+@torch.no_grad()
+def with_current_logprobs(
+    model: Any, rows: Sequence[Row], temperature: float, pad: int, batch_size: int
+) -> list[Row]:
+    """The rows with `old_logprobs` set to the current policy's own (no gradient).
+
+    For rows whose tokens the sampler did not score with this prompt (hint
+    injection swaps the hinted prompt for the plain one): the update's ratio
+    then starts at 1 on the plain prompt.
+    """
+    device = next(p for p in model.parameters() if p.requires_grad).device
+    scored = []
+    for start in range(0, len(rows), batch_size):
+        chunk = rows[start : start + batch_size]
+        values = batch_logprobs(model, Batch.of(chunk, pad, device), temperature)
+        scored += [
+            Row(
+                row.tokens,
+                row.mask,
+                values[i, : len(row.tokens)].tolist(),
+                row.advantage,
+            )
+            for i, row in enumerate(chunk)
+        ]
+    return scored
+
+
 @dataclass(frozen=True)
 class Supervised:
     """A supervised term added to every optimizer step: weight x L_SFT on demonstrations.

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -78,6 +78,10 @@ class Episode:
     ending: Ending = Ending.RUNNING
     error: str | None = None  # what the environment did wrong (ENV_FAULT)
     env: Any = None
+    # Hint injection: the prompt the policy is trained on when the sampler saw a
+    # hinted one (`tokens` starts with `hinted_prompt` tokens; see `plain_tokens`).
+    plain_prompt: list[int] | None = None
+    hinted_prompt: int = 0
 
     @property
     def done(self) -> bool:
@@ -86,6 +90,20 @@ class Episode:
     @property
     def generated(self) -> int:
         return sum(self.mask)
+
+    def plain(self) -> tuple[list[int], list[int]]:
+        """(tokens, mask) with the plain prompt in place of a hinted one (unchanged if none).
+
+        Every token after the prompt, sampled or the environment's, is kept:
+        only the system message differed, and the prompt is a prefix of the rest.
+        """
+        if self.plain_prompt is None:
+            return self.tokens, self.mask
+        cut = self.hinted_prompt
+        return (
+            self.plain_prompt + self.tokens[cut:],
+            [0] * len(self.plain_prompt) + self.mask[cut:],
+        )
 
     def extend(self, tokens: list[int], sampled: list[float] | None = None) -> None:
         """Append tokens: sampled ones (mask 1, with their log-probs) or context (mask 0)."""
@@ -134,6 +152,17 @@ def _fault(episode: Episode, exc: env_calls.EnvFault) -> None:
     _finish(episode, Ending.ENV_FAULT)
 
 
+def with_hint(messages: list[dict[str, Any]], hint: str) -> list[dict[str, Any]]:
+    """The messages with `hint` closing the system message (one is added if there is none)."""
+    if messages and messages[0].get("role") == "system":
+        first = {
+            **messages[0],
+            "content": f"{messages[0].get('content') or ''}\n\n{hint}",
+        }
+        return [first, *messages[1:]]
+    return [{"role": "system", "content": hint}, *messages]
+
+
 def _open(
     episode: Episode,
     handle: EnvHandle,
@@ -141,11 +170,14 @@ def _open(
     limits: RolloutLimits,
     tool_format: str,
     previous: ChatFormat | None,
+    hint: str | None = None,
 ) -> ChatFormat | None:
     """Create and reset the episode's environment and tokenize its prompt.
 
     The previous episode's chat format is reused when the tools are the same
     (they are for every episode of a package), so its template probe runs once.
+    With a `hint`, the sampler sees it in the system message and the plain
+    prompt is kept for the update (`Episode.plain`).
     """
     try:
         episode.env = env_calls.make(
@@ -159,7 +191,13 @@ def _open(
             if previous is not None and previous.tools == tools
             else ChatFormat(tokenizer, tools, tool_format)
         )
+        if hint is None:
+            episode.extend(chat.prompt(episode.messages))
+            return chat
+        episode.plain_prompt = chat.prompt(episode.messages)
+        episode.messages = with_hint(episode.messages, hint)
         episode.extend(chat.prompt(episode.messages))
+        episode.hinted_prompt = len(episode.tokens)
         return chat
     except env_calls.EnvFault as exc:
         _fault(episode, exc)
@@ -177,20 +215,25 @@ def collect(
     limits: RolloutLimits,
     tool_format: str = "json",
     progress: str | None = None,
+    hints: Mapping[int, str] | None = None,
+    hinted: int = 0,
 ) -> list[Group]:
     """Run K episodes per seed to the end; return one group of K episodes per seed.
 
     `tool_format` is how tools are listed when the chat template has no tool role;
-    `progress` names a bar of finished episodes (shown on a terminal, rank 0 only).
+    `progress` names a bar of finished episodes (shown on a terminal, rank 0 only);
+    the first `hinted` episodes of each group see `hints[seed]` in their system
+    message (hint injection; the rest play plain).
     """
     groups: list[Group] = []
     chats: dict[int, ChatFormat] = {}
     chat: ChatFormat | None = None
     for index, seed in enumerate(seeds):
         group = []
-        for _ in range(group_size):
+        for k in range(group_size):
             episode = Episode(group=index, seed=seed)
-            opened = _open(episode, handle, tokenizer, limits, tool_format, chat)
+            hint = hints[seed] if hints is not None and k < hinted else None
+            opened = _open(episode, handle, tokenizer, limits, tool_format, chat, hint)
             if opened is not None:
                 chat = chats[id(episode)] = opened
             group.append(episode)

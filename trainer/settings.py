@@ -46,6 +46,7 @@ RANGES: dict[str, tuple[float, float, str]] = {
     "sft_coef": (0, 1e4, "a number >= 0 (0: plain GRPO)"),
     "sft_examples": (1, 10**6, "an integer >= 1"),
     "resample_tries": (0, 100, "an integer in [0, 100] (0: no resampling)"),
+    "hint_share": (0, 1, "a number in [0, 1] (0: no hints)"),
     "seed": (0, 2**63 - 1, "an integer >= 0"),
     "step_timeout": (0.001, 86400, "seconds in (0, 86400]"),
     "episodes": (1, 10**6, "an integer >= 1"),

@@ -36,6 +36,7 @@ def train_config(context: Context) -> Any:
         sft_coef=t.sft_coef,
         sft_examples=t.sft_examples,
         resample_tries=t.resample_tries,
+        hint_share=t.hint_share,
         lora_rank=t.lora_rank,
         lora_alpha=t.lora_alpha,
         minibatch_size=min(t.minibatch_size, t.groups * t.group_size),
