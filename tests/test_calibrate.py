@@ -30,14 +30,64 @@ def test_pass_at_k_and_wilson() -> None:
 def test_band_warnings() -> None:
     easy = Calibration("m", [0, 1], 2, [[1.0, 1.0], [1.0, 1.0]], [[True] * 2] * 2)
     easy.check_band()
-    assert any("outside" in w and "raise" in w for w in easy.warnings)
+    assert any(
+        w.startswith("success rate 1.00 is above") and "raise" in w
+        for w in easy.warnings
+    )
     assert any("informative" in w for w in easy.warnings)
+    assert any(w.startswith("all-success groups 1.00 is above") for w in easy.warnings)
     mixed = Calibration(
         "m", [0, 1], 2, [[1.0, 0.0], [0.0, 1.0]], [[True, False], [False, True]]
     )
     mixed.check_band()
     assert mixed.warnings == [] and mixed.informative_share == 1.0
     assert mixed.as_dict()["pass_at_2"] == 1.0 and "inside" in mixed.summary()
+
+
+def test_the_authors_full_band_names_each_criterion_it_misses() -> None:
+    """Success and mean reward 0.25, but 3 of 5 seeds never succeed: too many all-zero groups."""
+    rewards = [
+        [1.0, 1.0, 1.0, 0.0],
+        [1.0, 1.0, 0.0, 0.0],
+        [0.0] * 4,
+        [0.0] * 4,
+        [0.0] * 4,
+    ]
+    result = Calibration(
+        "m", [0, 1, 2, 3, 4], 4, rewards, [[r > 0 for r in g] for g in rewards]
+    )
+    result.check_band()
+    band = result.as_dict()["band"]
+    assert band == {
+        "success rate": True, "mean reward": True, "reward std": True,
+        "informative groups": False, "all-success groups": True, "all-zero groups": False,
+    }  # fmt: skip
+    assert result.reward_std == pytest.approx(0.4330127)
+    assert [w.split(" is ")[0] for w in result.warnings] == [
+        "informative groups 0.40",
+        "all-zero groups 0.60",
+    ]
+    assert set(result.as_dict()) >= {"pass_at_1", "pass_at_4"}
+    assert "pass_at_8" not in result.as_dict()  # only k up to the samples per seed
+    eight = Calibration("m", [0], 8, [[1.0] * 8], [[True] * 8])
+    assert eight.ks() == [1, 4, 8] and "pass@8 1.00" in eight.summary()
+
+
+def test_tune_counts_every_missed_criterion() -> None:
+    from factory.validate.calibrate import _distance
+
+    mixed = [[1.0, 0.0]] * 4
+    good = Calibration("m", list(range(4)), 2, mixed, [[True, False]] * 4)
+    skewed_rewards = [[1.0, 1.0], [0.0, 0.0], [1.0, 0.0], [1.0, 0.0]]
+    skewed = Calibration(
+        "m",
+        list(range(4)),
+        2,
+        skewed_rewards,
+        [[r > 0 for r in g] for g in skewed_rewards],
+    )  # the same success rate, but constant groups at both ends
+    assert good.success_rate == skewed.success_rate
+    assert _distance(good) < _distance(skewed)
 
 
 def _alternating_policy() -> Any:

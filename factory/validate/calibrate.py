@@ -28,6 +28,44 @@ from factory.runtime import Knob
 
 BAND = (0.2, 0.6)
 MIN_INFORMATIVE = 0.5
+PASS_AT = (1, 4, 8, 16)  # pass@k reported for each k up to the samples per seed
+
+
+@dataclass(frozen=True)
+class Criterion:
+    """One figure of the TRACE authors' calibration band, its bounds and the fix."""
+
+    name: str
+    figure: Callable[[Calibration], float]
+    low: float
+    high: float
+    fix: str
+
+    def holds(self, result: Calibration) -> bool:
+        return self.low <= self.figure(result) <= self.high
+
+
+def _group_share(result: Calibration, test: Callable[[list[float]], bool]) -> float:
+    return sum(map(test, result.rewards)) / max(len(result.rewards), 1)
+
+
+# The band of the authors' calibrate_environment.py: a package is trained where all hold.
+CRITERIA = (
+    Criterion("success rate", lambda r: r.success_rate, *BAND,
+              "raise the difficulty knobs in capability.json (generation.difficulty) "
+              "when above, lower them when below"),
+    Criterion("mean reward", lambda r: r.mean_reward, *BAND,
+              "move the difficulty knobs as for success (or change the reward mode)"),
+    Criterion("reward std", lambda r: r.reward_std, 0.05, math.inf,
+              "rewards barely vary: GRPO's advantages would be noise"),
+    Criterion("informative groups", lambda r: r.informative_share, MIN_INFORMATIVE, 1.0,
+              "GRPO learns only from groups whose rewards differ: change difficulty, "
+              "temperature or samples"),
+    Criterion("all-success groups", lambda r: _group_share(r, lambda g: min(g) >= 1.0),
+              0.0, 0.2, "too easy on many seeds: raise the difficulty knobs"),
+    Criterion("all-zero groups", lambda r: _group_share(r, lambda g: max(g) <= 0.0),
+              0.0, 0.2, "hopeless on many seeds: lower the difficulty knobs"),
+)  # fmt: skip
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -62,6 +100,13 @@ class Calibration:
         return sum(map(sum, self.rewards)) / max(self.episodes, 1)
 
     @property
+    def reward_std(self) -> float:
+        """Population standard deviation of every episode's reward."""
+        flat = [r for group in self.rewards for r in group]
+        mean = sum(flat) / max(len(flat), 1)
+        return math.sqrt(sum((r - mean) ** 2 for r in flat) / max(len(flat), 1))
+
+    @property
     def informative_share(self) -> float:
         informative = [len(set(group)) > 1 for group in self.rewards]
         return sum(informative) / max(len(informative), 1)
@@ -71,22 +116,19 @@ class Calibration:
             pass_at_k(len(group), sum(group), k) for group in self.successes
         ) / max(len(self.successes), 1)
 
+    def ks(self) -> list[int]:
+        """The k of pass@k reported: those of PASS_AT up to the samples per seed, and K."""
+        return sorted({k for k in PASS_AT if k <= self.samples} | {self.samples})
+
     def check_band(self) -> None:
-        """Fill `warnings` with every way the figures miss TRACE's band."""
-        low, high = BAND
-        self.warnings = []
-        if not low <= self.success_rate <= high:
-            self.warnings.append(
-                f"mean success {self.success_rate:.2f} is outside TRACE's band "
-                f"[{low}, {high}]: {'raise' if self.success_rate > high else 'lower'} "
-                "the difficulty knobs in capability.json (generation.difficulty)"
-            )
-        if self.informative_share < MIN_INFORMATIVE:
-            self.warnings.append(
-                f"only {self.informative_share:.0%} of groups are informative "
-                f"(need {MIN_INFORMATIVE:.0%}): GRPO gets no signal from groups whose "
-                "rewards are all equal; change difficulty, temperature or samples"
-            )
+        """Fill `warnings` with every criterion of the band the figures miss."""
+        self.warnings = [
+            f"{c.name} {c.figure(self):.2f} is "
+            f"{'above' if c.figure(self) > c.high else 'below'} TRACE's band "
+            f"[{c.low:g}, {c.high:g}]: {c.fix}"
+            for c in CRITERIA
+            if not c.holds(self)
+        ]
         if self.failures:
             self.warnings.append(f"{self.failures} episode(s) ended in an error")
 
@@ -98,9 +140,10 @@ class Calibration:
             "success_rate": self.success_rate,
             "success_ci95": [low, high],
             "mean_reward": self.mean_reward,
+            "reward_std": self.reward_std,
             "informative_share": self.informative_share,
-            "pass_at_1": self.pass_at(1),
-            f"pass_at_{self.samples}": self.pass_at(self.samples),
+            **{f"pass_at_{k}": self.pass_at(k) for k in self.ks()},
+            "band": {c.name: c.holds(self) for c in CRITERIA},
         }
 
     def summary(self) -> str:
@@ -108,9 +151,12 @@ class Calibration:
         lines = [
             f"calibration of {self.model} on {len(self.seeds)} seeds x {self.samples} samples",
             f"  success            {self.success_rate:.2f}  (95% CI {low:.2f}-{high:.2f})",
-            f"  mean reward        {self.mean_reward:.2f}",
-            f"  informative groups {self.informative_share:.0%}",
-            f"  pass@1 {self.pass_at(1):.2f}   pass@{self.samples} {self.pass_at(self.samples):.2f}",
+            *(
+                f"  {c.name:<18} {c.figure(self):.2f}  "
+                f"{'ok' if c.holds(self) else 'OUT'} [{c.low:g}, {c.high:g}]"
+                for c in CRITERIA[1:]
+            ),
+            "  " + "   ".join(f"pass@{k} {self.pass_at(k):.2f}" for k in self.ks()),
             "  band               " + ("inside" if not self.warnings else "OUTSIDE"),
         ]
         return "\n".join(lines + [f"    - {w}" for w in self.warnings])
@@ -229,10 +275,10 @@ def _grid(knob: Knob) -> list[int]:
 
 
 def _distance(result: Calibration) -> float:
-    """How far from the band's middle, with a penalty for too few informative groups."""
+    """How far from the band's middle, plus 1 for each other criterion that fails."""
     middle = sum(BAND) / 2
-    penalty = 1.0 if result.informative_share < MIN_INFORMATIVE else 0.0
-    return abs(result.success_rate - middle) + penalty
+    misses = sum(not c.holds(result) for c in CRITERIA[1:])
+    return abs(result.success_rate - middle) + misses
 
 
 def tune(
