@@ -445,3 +445,37 @@ def test_the_cli_starts_without_torch_so_ctrl_c_while_it_loads_is_handled() -> N
         [sys.executable, "-c", code], capture_output=True, text=True
     )
     assert result.returncode == 0, result.stderr
+
+
+def test_a_mistyped_local_model_path_fails_at_once_naming_the_folder(
+    tmp_path, monkeypatch
+) -> None:
+    """`models/tinyy` reads like a hub id, but `models/` is a folder here: no hub retries."""
+    from trainer.errors import TrainerError
+    from trainer.models import load_base
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "models").mkdir()
+    with pytest.raises(TrainerError, match="no folder models/tinyy"):
+        load_base("models/tinyy")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(TrainerError, match="HF_HUB_OFFLINE"):
+        load_base("someorg/somemodel")
+
+
+def test_the_tiny_model_command_parses_its_arguments_and_keeps_folders(
+    tmp_path, capsys, monkeypatch
+) -> None:
+    from trainer.tiny import main as tiny
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exited:
+        tiny(["--help"])
+    assert exited.value.code == 0 and not (tmp_path / "--help").exists()
+    (tmp_path / "notes.txt").write_text("mine")
+    assert tiny([str(tmp_path / "notes.txt")]) == 2
+    assert tiny([str(tmp_path)]) == 2  # not empty
+    assert "give a new or empty folder" in capsys.readouterr().err
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+    assert tiny([str(tmp_path / "model")]) == 0
+    assert (tmp_path / "model" / "config.json").is_file()

@@ -10,6 +10,7 @@ import contextlib
 import functools
 import hashlib
 import logging
+import os
 import shutil
 import tempfile
 import warnings
@@ -115,6 +116,14 @@ def _grow_vocabulary(base: Any, tokenizer: Any) -> None:
                 weight[index] = mean + spread * noise.to(weight.dtype)
 
 
+def _offline() -> bool:
+    """Whether the hub's offline variables forbid downloads (as huggingface_hub reads them)."""
+    return any(
+        os.environ.get(name, "").strip().lower() in ("1", "on", "yes", "true")
+        for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    )
+
+
 def load_base(
     model: str,
     device: str | None = None,
@@ -139,6 +148,18 @@ def load_base(
     elif not path.exists() and (model.startswith((".", "/")) or model.count("/") != 1):
         raise TrainerError(
             f"--model: '{model}' is not a local folder, a .gguf file or a Hugging Face id (org/name)"
+        )
+    elif not path.exists() and path.parent.is_dir():
+        # `models/tinyy` reads like a hub id (org/name), but its `models/` is a folder
+        # here: a typo of a local path, which must not wait on a minute of hub retries.
+        raise TrainerError(
+            f"--model: no folder {path} (there is a folder {path.parent} here, so this "
+            "names a local model); check the name, or give a .gguf file"
+        )
+    elif not path.exists() and _offline():
+        raise TrainerError(
+            f"--model: '{model}' is not a local folder and the Hugging Face hub is off "
+            "(HF_HUB_OFFLINE or TRANSFORMERS_OFFLINE); give a local model folder or a .gguf file"
         )
     elif path.exists() and not path.is_dir():
         raise TrainerError(

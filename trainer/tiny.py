@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import string
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -178,10 +179,27 @@ def register_task(system: str = "Reply.") -> None:
         )
 
 
-if __name__ == "__main__":
-    # `python -m trainer.tiny FOLDER`: a tiny random chat model for trying the pipeline.
-    import sys
+def main(argv: list[str] | None = None) -> int:
+    """`python -m trainer.tiny FOLDER`: a tiny random chat model for trying the pipeline."""
+    import argparse
 
-    if len(sys.argv) != 2:
-        sys.exit("usage: python -m trainer.tiny FOLDER")
-    print(build_tiny_model(Path(sys.argv[1])))
+    parser = argparse.ArgumentParser(
+        prog="python -m trainer.tiny",
+        description="Write a tiny random chat model (Qwen2 shape, byte-level tokenizer) "
+        "into a new or empty folder, for trying the trainer and the pipeline.",
+    )
+    parser.add_argument("folder", type=Path, help="a new or empty folder for the model")
+    folder = parser.parse_args(argv).folder
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        what = "a folder that is not empty" if folder.is_dir() else "a file"
+        print(
+            f"python -m trainer.tiny: {folder} is {what}; give a new or empty folder",
+            file=sys.stderr,
+        )
+        return 2
+    print(build_tiny_model(folder))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
