@@ -347,31 +347,36 @@ def _vllm_offline(
 
 
 def _serve(arguments: argparse.Namespace) -> int:
-    from router.serve import RoutedChat, make_server
+    from router.serve import RoutedChat, attach, make_server
 
-    if arguments.backend == "vllm":
-        backend = _vllm_backend(arguments)
-    else:
-        from router.backends import TransformersBackend
-
-        loaded = _load(arguments, need_probe=arguments.mode == "probe")
-        backend = TransformersBackend(
-            loaded.bank,
-            loaded.router,
-            loaded.tokenizer,
-            loaded.capabilities.tool_format,
-            arguments.mode,
-        )
-    server = make_server(RoutedChat(backend), arguments.host, arguments.port)
-    host, port = server.server_address[:2]
-    print(
-        f"serving the routed agent on http://{host}:{port}/v1 (models: trace-router, base, {', '.join(backend.names())})",
-        flush=True,
-    )
+    server = make_server(
+        None, arguments.host, arguments.port
+    )  # before minutes of loading
     try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
+        if arguments.backend == "vllm":
+            backend = _vllm_backend(arguments)
+        else:
+            from router.backends import TransformersBackend
+
+            loaded = _load(arguments, need_probe=arguments.mode == "probe")
+            backend = TransformersBackend(
+                loaded.bank,
+                loaded.router,
+                loaded.tokenizer,
+                loaded.capabilities.tool_format,
+                arguments.mode,
+            )
+        attach(server, RoutedChat(backend))
+        host, port = server.server_address[:2]
+        print(
+            f"serving the routed agent on http://{host}:{port}/v1 (models: trace-router, "
+            f"base, {', '.join(backend.names())})",
+            flush=True,
+        )
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            pass
     finally:
         server.server_close()
     return 0

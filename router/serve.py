@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 import threading
 import time
 import uuid
@@ -23,6 +24,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from factory.errors import printable
 from router.errors import RouterError
 from router.modes import Route
 from router.prompt import BASE
@@ -278,7 +280,10 @@ def make_handler(chat: RoutedChat) -> type[BaseHTTPRequestHandler]:
         )
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
-            return
+            """One line per request on stderr: client, request line, status (escaped:
+            the request line is the client's text)."""
+            line = printable(format % args)[:300]
+            print(f"router serve: {self.client_address[0]} {line}", file=sys.stderr)
 
         def _send(
             self,
@@ -393,13 +398,23 @@ class Server(ThreadingHTTPServer):
     request_queue_size = LISTEN_BACKLOG
 
 
-def make_server(chat: RoutedChat, host: str, port: int) -> ThreadingHTTPServer:
-    """The HTTP server (not yet serving); port 0 picks a free one."""
+def make_server(chat: RoutedChat | None, host: str, port: int) -> ThreadingHTTPServer:
+    """The HTTP server (not yet serving); port 0 picks a free one.
+
+    With `chat` None the port is taken before the model loads (a port in use is
+    refused in a second, not after minutes of loading); `serve(server, chat)`
+    then attaches the routed agent.
+    """
     try:
-        server = Server((host, port), make_handler(chat))
+        server = Server((host, port), make_handler(chat) if chat is not None else None)
     except OSError as exc:
         raise RouterError(
             f"cannot listen on {host}:{port} ({exc}); choose another --port"
         ) from None
     server.daemon_threads = True
     return server
+
+
+def attach(server: ThreadingHTTPServer, chat: RoutedChat) -> None:
+    """Give a server made before the model loaded its routed agent."""
+    server.RequestHandlerClass = make_handler(chat)

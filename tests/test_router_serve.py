@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import http.client
 import json
+import socket
 import threading
+import time
 from collections.abc import Iterator
 
 import openai
@@ -225,3 +227,39 @@ def test_a_request_that_stops_mid_way_is_dropped_within_the_timeout(
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_every_request_is_one_escaped_log_line(served, capsys) -> None:
+    _, _, port = served
+    _client(port).chat.completions.create(
+        model="trace-router", messages=[{"role": "user", "content": "alpha"}]
+    )
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
+        raw.sendall(b"GET /v1/\x1b[31mred HTTP/1.1\r\nHost: x\r\n\r\n")
+        raw.recv(4096)
+    time.sleep(0.2)  # the handler thread logs after it answers
+    lines = [
+        line
+        for line in capsys.readouterr().err.splitlines()
+        if line.startswith("router serve:")
+    ]
+    assert any('"POST /v1/chat/completions HTTP/1.1" 200' in line for line in lines), (
+        lines
+    )
+    assert any("\\x1b[31mred" in line for line in lines) and not any(
+        "\x1b" in line for line in lines
+    )
+
+
+def test_a_port_in_use_is_refused_before_anything_loads(tmp_path, capsys) -> None:
+    from router.cli import main as router
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        began = time.monotonic()
+        code = router(["serve", "--adapters", str(tmp_path / "none"), "--model",
+                       str(tmp_path / "none"), "--port", str(port)])  # fmt: skip
+    assert code == 2 and time.monotonic() - began < 10
+    assert "cannot listen" in capsys.readouterr().err
