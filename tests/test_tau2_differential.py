@@ -5,7 +5,7 @@ tau2's FlightDB / RetailDB unchanged (same fields, same order). Then the same
 calls go through both: the gold calls, the capability-lacking calls, and
 random schema-valid calls drawn from the ids in the state. Each call must give
 the same tool message (content and error flag) and each case the same final
-database, except for the differences README lists, which `documented` names.
+database, except for the differences docs/packages.md lists, which `documented` names.
 tau2 runs in its own interpreter (`.venv-tau2`, made by `.ci/run`; or set
 TRACE_TAU2_PYTHON), as its pins clash with ours.
 """
@@ -238,7 +238,7 @@ def _ours(case: dict[str, Any]) -> dict[str, Any]:
 
 
 def documented(domain: str, call: dict[str, Any], ours: dict[str, Any]) -> str | None:
-    """The README's name for a known difference this call shows, if it is one."""
+    """docs/packages.md's name for a known difference this call shows, if it is one."""
     arguments = call["arguments"]
     if domain == "airline" and call["name"] == "book_reservation":
         listed = [payment["payment_id"] for payment in arguments["payment_methods"]]

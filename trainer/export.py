@@ -1,4 +1,4 @@
-"""The trained adapter as DESIGN.md's `adapters/<cap>/`: PEFT files plus trace.json."""
+"""The trained adapter, `adapters/<cap>/` (docs/contracts.md): PEFT files plus trace.json."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from factory.outputs import write_json
 from trainer import env_calls, vllm_adapter
 from trainer.envs import EnvHandle
 from trainer.errors import TrainerError
@@ -109,8 +110,6 @@ def export_adapter(
             "last": metrics[-1] if metrics else None,
         },
     }
-    temporary = out / "trace.json.tmp"
-    temporary.write_text(json.dumps(trace, indent=2) + "\n", encoding="utf-8")
-    temporary.replace(out / "trace.json")
+    write_json(out / "trace.json", trace)
     name = str(handle.capability.get("name") or out.name)
     return vllm_adapter.serve_command(base_model, name, out, int(config["lora_rank"]))

@@ -1,4 +1,4 @@
-"""The trajectory record (DESIGN.md), and a step view of its tool calls.
+"""The trajectory record (docs/contracts.md), and a step view of its tool calls.
 
 One episode per JSONL line in OpenAI chat format: `task_id`, `messages`,
 `reward`, `success`, `tools`, `expected_actions`, `metadata`.

@@ -22,7 +22,7 @@ from trainer.evaluation import confidence_interval
 
 
 def record(episode: Any, env: Any) -> dict[str, Any]:
-    """One played episode as a trajectory record (DESIGN: trajectory record).
+    """One played episode as a trajectory record (docs/contracts.md: trajectory record).
 
     `env` is a fresh target env: the task is rebuilt from the episode's seed.
     """
