@@ -16,6 +16,7 @@ from factory.generate.build import Codegen, generate
 from factory.kits import kits as load_kits
 from factory.spec import json_schema
 from factory.validate.runner import ValidationFailed, validate_package
+from factory.version import add_version
 
 
 def _schema(_: argparse.Namespace) -> int:
@@ -235,6 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="factory",
         description="TRACE factory: capability specs -> verifiable gymnasium training environments.",
     )
+    add_version(parser)
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser(
         "schema", help="print the capability spec's JSON Schema"

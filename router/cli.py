@@ -22,6 +22,7 @@ from typing import Any
 
 from factory.errors import printable
 from factory.outputs import recover, staging_beside, swap_in
+from factory.version import add_version
 from router.capabilities import CapabilitySet, load_capabilities
 from router.errors import RouterError
 from router.prompt import EXAMPLE_TOKENS, TASK_TOKENS
@@ -467,6 +468,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="router", description="Route tasks to TRACE capability adapters."
     )
+    add_version(parser)
     commands = parser.add_subparsers(dest="command", required=True)
     route = commands.add_parser(
         "route",

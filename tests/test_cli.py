@@ -181,3 +181,15 @@ def test_a_tool_subset_is_all_the_package_shows_and_its_gold_still_passes(
         "- `send_message_with_phone_number(" in readme
         and "- `search_stock(" not in readme
     )
+
+
+@pytest.mark.parametrize("module", ["factory", "trainer", "router", "trace_pipeline"])
+def test_every_cli_tells_its_version(module: str, capsys) -> None:
+    from importlib import import_module
+
+    from factory.version import project_version
+
+    with pytest.raises(SystemExit) as exited:
+        import_module(f"{module}.cli").main(["--version"])
+    assert exited.value.code == 0
+    assert f"(trace-factory {project_version()})" in capsys.readouterr().out

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from factory.errors import printable
+from factory.version import add_version
 from trace_pipeline.errors import PipelineError
 
 
@@ -69,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="TRACE end to end: from an agent's own failures to a routed agent.",
         epilog="Exit codes: 0 done, 2 bad config or input, 130/143 stopped (rerun continues).",
     )
+    add_version(parser)
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="run every stage not already done")
     run.add_argument("config", help="pipeline YAML (see examples/pipelines/)")

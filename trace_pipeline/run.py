@@ -14,11 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from factory.version import project_version
 from trace_pipeline.config import PipelineConfig, load_config
 from trace_pipeline.context import Context
 from trace_pipeline.errors import PipelineError
 from trace_pipeline.stages import NAMES, STAGES, Stage
-from trace_pipeline.store import RunFolder, digest, project_version
+from trace_pipeline.store import RunFolder, digest
 
 
 def stage_inputs(

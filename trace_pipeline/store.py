@@ -16,22 +16,15 @@ import hashlib
 import json
 import time
 from collections.abc import Iterator
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
 from factory.outputs import recover, staged, write_json
+from factory.version import project_version
 from trace_pipeline.errors import PipelineError
 
 MARKER = ".trace-run"  # in every run folder `trace run` made; nothing else is reused
 MANIFEST = "manifest.json"
-
-
-def project_version() -> str:
-    try:
-        return version("trace-factory")
-    except PackageNotFoundError:
-        return "unknown"
 
 
 def digest(value: Any) -> str:

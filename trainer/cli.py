@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from factory.errors import printable
+from factory.version import add_version
 from trainer.config import EVAL_SEED_BASE, TrainConfig
 from trainer.errors import Interrupted, TrainerError, first_line
 from trainer.settings import BACKENDS, PRECISIONS, REPORTERS, TOOL_FORMATS
@@ -276,6 +277,7 @@ def _commands() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPar
         epilog="Exit codes: 0 done, 2 bad setting or file, 128+N stopped by signal N "
         "(143 SIGTERM; the checkpoint is complete, --resume continues).",
     )
+    add_version(parser)
     commands = parser.add_subparsers(dest="command", required=True)
     train = commands.add_parser(
         "train", help="train one LoRA adapter with GRPO", formatter_class=formatter
