@@ -60,7 +60,8 @@ TRAIN_SETTINGS: dict[str, str] = {
     "resample_tries": "replay groups whose episodes all earned the same reward on fresh "
     "seeds, up to this many times per iteration, so the update has signal (0: drop them)",
     "hint_share": "hint injection: this share of each group's episodes sees expert "
-    "guidance (the capability and the gold policy's first step) in its system message; "
+    "guidance (the capability and the gold policy's first step) in its system message, "
+    "at least one per group when > 0; "
     "the update trains them on the plain prompt (the TRACE authors use 0.25 to 0.5)",
     "seed": "seed of the LoRA initialisation, sampling and training seeds",
 }

@@ -225,7 +225,12 @@ def train(
             )[rank::world]  # fmt: skip
             supervised = Supervised(demonstrations, config.sft_coef)
 
-        hinted = round(config.hint_share * config.group_size)
+        # episodes per group that see the hint: at least one whenever the share is > 0
+        hinted = (
+            max(1, round(config.hint_share * config.group_size))
+            if config.hint_share
+            else 0
+        )
 
         def play(seeds: list[int]) -> list[Group]:
             hints = (
@@ -394,5 +399,5 @@ def _hinted_stats(episodes: list[Episode]) -> dict[str, float]:
         return {}
     return {
         "hinted_success_rate": float(np.mean(hinted)),
-        "plain_success_rate": float(np.mean(plain)) if plain else 0.0,
+        **({"plain_success_rate": float(np.mean(plain))} if plain else {}),
     }
