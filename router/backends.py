@@ -15,7 +15,7 @@ from router.adapters import AdapterBank
 from router.capabilities import CapabilitySet
 from router.errors import RouterError
 from router.modes import Route, argmax_route, top_p_route
-from router.prompt import RoutingPrompt
+from router.prompt import BASE, RoutingPrompt
 from router.routed import Router
 from router.serve import ChatRequest
 from router.vllm import AdapterFiles, server_label_logprobs
@@ -51,41 +51,74 @@ class TransformersBackend:
     def route(self, messages: list[dict[str, Any]]) -> Route:
         return self.router.route(messages, self.mode)
 
-    @torch.no_grad()
     def complete(
         self, request: ChatRequest, messages: list[dict[str, Any]], route: Route
     ) -> tuple[str, int, int, str]:
         self.bank.activate(route)
-        ids = ChatFormat(self.tokenizer, request.tools or [], self.tool_format).prompt(
-            messages
+        return _generate(
+            self.bank.model, self.tokenizer, self.tool_format, request, messages
         )
-        model = self.bank.model
-        limit = getattr(model.config, "max_position_embeddings", None) or 32_768
-        if len(ids) + _budget(request) > limit:
-            raise RouterError(
-                f"the conversation ({len(ids)} tokens) plus max_tokens ({_budget(request)}) "
-                f"exceeds the model's context of {limit} tokens; shorten it"
-            )
-        temperature = 1.0 if request.temperature is None else request.temperature
-        sampling = (
-            {"do_sample": True, "temperature": temperature, "top_k": 0}
-            if temperature > 0
-            else {"do_sample": False}
+
+
+class BaseModelBackend:
+    """A plain local model, no adapters: the LLM codegen, labelling, calibration and a
+    user simulator talk to (every request takes the base route)."""
+
+    def __init__(self, model: Any, tokenizer: Any, tool_format: str) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.tool_format = tool_format
+
+    def names(self) -> list[str]:
+        return []
+
+    def route(self, messages: list[dict[str, Any]]) -> Route:
+        return Route("base", BASE, {})
+
+    def complete(
+        self, request: ChatRequest, messages: list[dict[str, Any]], route: Route
+    ) -> tuple[str, int, int, str]:
+        return _generate(
+            self.model, self.tokenizer, self.tool_format, request, messages
         )
-        output = model.generate(
-            input_ids=torch.tensor([ids], device=next(model.parameters()).device),
-            attention_mask=torch.ones(
-                1, len(ids), dtype=torch.long, device=next(model.parameters()).device
-            ),
-            max_new_tokens=_budget(request),
-            eos_token_id=self.tokenizer.eos_token_id,
-            pad_token_id=self.tokenizer.pad_token_id,
-            **sampling,
+
+
+@torch.no_grad()
+def _generate(
+    model: Any,
+    tokenizer: Any,
+    tool_format: str,
+    request: ChatRequest,
+    messages: list[dict[str, Any]],
+) -> tuple[str, int, int, str]:
+    """One completion of `messages` with the request's tools and sampling:
+    (text, prompt tokens, completion tokens, finish reason)."""
+    ids = ChatFormat(tokenizer, request.tools or [], tool_format).prompt(messages)
+    limit = getattr(model.config, "max_position_embeddings", None) or 32_768
+    if len(ids) + _budget(request) > limit:
+        raise RouterError(
+            f"the conversation ({len(ids)} tokens) plus max_tokens ({_budget(request)}) "
+            f"exceeds the model's context of {limit} tokens; shorten it"
         )
-        new = output[0, len(ids) :].tolist()
-        finished = bool(new) and new[-1] == self.tokenizer.eos_token_id
-        text = self.tokenizer.decode(new, skip_special_tokens=True)
-        return text, len(ids), len(new), "stop" if finished else "length"
+    temperature = 1.0 if request.temperature is None else request.temperature
+    sampling = (
+        {"do_sample": True, "temperature": temperature, "top_k": 0}
+        if temperature > 0
+        else {"do_sample": False}
+    )
+    device = next(model.parameters()).device
+    output = model.generate(
+        input_ids=torch.tensor([ids], device=device),
+        attention_mask=torch.ones(1, len(ids), dtype=torch.long, device=device),
+        max_new_tokens=_budget(request),
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        **sampling,
+    )
+    new = output[0, len(ids) :].tolist()
+    finished = bool(new) and new[-1] == tokenizer.eos_token_id
+    text = tokenizer.decode(new, skip_special_tokens=True)
+    return text, len(ids), len(new), "stop" if finished else "length"
 
 
 class VLLMServerBackend:

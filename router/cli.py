@@ -354,7 +354,9 @@ def _serve(arguments: argparse.Namespace) -> int:
         None, arguments.host, arguments.port
     )  # before minutes of loading
     try:
-        if arguments.backend == "vllm":
+        if arguments.adapters is None:
+            backend = _base_backend(arguments)
+        elif arguments.backend == "vllm":
             backend = _vllm_backend(arguments)
         else:
             from router.backends import TransformersBackend
@@ -369,10 +371,14 @@ def _serve(arguments: argparse.Namespace) -> int:
             )
         attach(server, RoutedChat(backend))
         host, port = server.server_address[:2]
+        what = (
+            "the routed agent"
+            if arguments.adapters
+            else f"the base model {arguments.model}"
+        )
+        models = ", ".join(["trace-router", "base", *backend.names()])
         print(
-            f"serving the routed agent on http://{host}:{port}/v1 (models: trace-router, "
-            f"base, {', '.join(backend.names())})",
-            flush=True,
+            f"serving {what} on http://{host}:{port}/v1 (models: {models})", flush=True
         )
         try:
             server.serve_forever()
@@ -381,6 +387,23 @@ def _serve(arguments: argparse.Namespace) -> int:
     finally:
         server.server_close()
     return 0
+
+
+def _base_backend(arguments: argparse.Namespace) -> Any:
+    """The plain base model, no adapters and no routing."""
+    from router.backends import BaseModelBackend
+    from trainer.models import load_base
+
+    if arguments.backend == "vllm":
+        raise RouterError(
+            "--backend vllm serves adapters; serve a plain model with `vllm serve MODEL`"
+        )
+    if arguments.mode != "argmax" or arguments.calibrate:
+        raise RouterError(
+            "routing settings need --adapters; drop them to serve the base model"
+        )
+    model, tokenizer = load_base(arguments.model)
+    return BaseModelBackend(model, tokenizer, arguments.tool_format)
 
 
 def _vllm_backend(arguments: argparse.Namespace) -> Any:
@@ -406,11 +429,14 @@ def _vllm_backend(arguments: argparse.Namespace) -> Any:
     )  # fmt: skip
 
 
-def _common(parser: argparse.ArgumentParser, modes: bool = True) -> None:
+def _common(
+    parser: argparse.ArgumentParser, modes: bool = True, adapters: bool = True
+) -> None:
     parser.add_argument(
         "--adapters",
-        required=True,
-        help="folder of adapters/<cap>/ written by `trainer train`",
+        required=adapters,
+        help="folder of adapters/<cap>/ written by `trainer train`"
+        + ("" if adapters else " (none: serve the plain base model)"),
     )
     parser.add_argument(
         "--model", required=True, help="the base model the adapters were trained on"
@@ -571,7 +597,14 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         help="OpenAI-compatible chat completions for the routed agent",
     )
-    _common(serve)
+    _common(serve, adapters=False)
+    serve.add_argument(
+        "--tool-format",
+        choices=("json", "compact"),
+        default="json",
+        help="how tools are listed for a plain base model whose chat template has no "
+        "tool role (adapters use the format they were trained with)",
+    )
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument(

@@ -263,3 +263,37 @@ def test_a_port_in_use_is_refused_before_anything_loads(tmp_path, capsys) -> Non
                        str(tmp_path / "none"), "--port", str(port)])  # fmt: skip
     assert code == 2 and time.monotonic() - began < 10
     assert "cannot listen" in capsys.readouterr().err
+
+
+def test_a_plain_base_model_is_served_without_adapters(tiny_model_dir) -> None:
+    """No adapters: the local LLM that codegen, labelling and a user simulator talk to."""
+    from router.backends import BaseModelBackend
+    from trainer.models import load_base
+
+    model, tokenizer = load_base(str(tiny_model_dir))
+    server = make_server(
+        RoutedChat(BaseModelBackend(model, tokenizer, "json")), "127.0.0.1", 0
+    )
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        client = _client(server.server_address[1])
+        asked = {"model": "trace-router", "temperature": 0, "max_tokens": 5}
+        messages = [{"role": "user", "content": "hello"}]
+        first = client.chat.completions.create(messages=messages, tools=TOOLS, **asked)
+        again = client.chat.completions.create(messages=messages, tools=TOOLS, **asked)
+        assert first.choices[0].message.content == again.choices[0].message.content
+        assert first.usage.completion_tokens <= 5
+        assert [m.id for m in client.models.list().data][:2] == ["trace-router", "base"]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_serving_a_base_model_refuses_routing_settings(tmp_path, capsys) -> None:
+    from router.cli import main as router
+
+    for extra in (["--backend", "vllm"], ["--mode", "top-p"]):
+        code = router(["serve", "--model", str(tmp_path), "--port", "0", *extra])
+        assert code == 2
+    err = capsys.readouterr().err
+    assert "vllm serve MODEL" in err and "need --adapters" in err
