@@ -1092,3 +1092,17 @@ def test_env_given_twice_is_a_uniform_mixture_whose_gold_policy_plays() -> None:
     assert played == {"date_time_recovery", "permission_error_recovery"}
     with pytest.raises(TrainerError, match="twice"):
         resolve_envs([folders[0], folders[0]])
+
+
+def test_every_number_of_the_config_has_one_range_and_one_help() -> None:
+    """A setting's default lives on TrainConfig, its range and help in SETTINGS only."""
+    from dataclasses import fields
+
+    from trainer.cli import ROLLOUT_SETTINGS, TRAIN_SETTINGS
+    from trainer.settings import SETTINGS
+
+    numbers = {f.name for f in fields(TrainConfig) if f.type in ("int", "float")}
+    assert numbers <= set(SETTINGS)
+    assert set(SETTINGS) - numbers == {"episodes", "concurrent_episodes"}  # eval only
+    assert numbers == set(TRAIN_SETTINGS) | set(ROLLOUT_SETTINGS)
+    assert all(s.help and s.allowed and s.low <= s.high for s in SETTINGS.values())

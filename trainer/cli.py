@@ -26,53 +26,24 @@ from factory.errors import printable
 from factory.version import add_version
 from trainer.config import EVAL_SEED_BASE, TrainConfig
 from trainer.errors import Interrupted, TrainerError, first_line
-from trainer.settings import BACKENDS, PRECISIONS, REPORTERS, TOOL_FORMATS
+from trainer.settings import BACKENDS, PRECISIONS, REPORTERS, SETTINGS, TOOL_FORMATS
 
 DEFAULTS = TrainConfig()
-# `trainer train` options that set a number of TrainConfig, with their help.
-TRAIN_SETTINGS: dict[str, str] = {
-    "iterations": "GRPO iterations (each: rollouts, update, checkpoint)",
-    "groups": "G: seeds (groups) per iteration",
-    "group_size": "K: episodes per seed, compared with each other",
-    "learning_rate": "AdamW learning rate of the GRPO updates",
-    "warmup_steps": "GRPO optimizer steps over which the learning rate rises linearly to "
-    "--learning-rate (AdamW's first steps move every weight by about the learning rate, "
-    "however noisy the gradient; 0: none)",
-    "weight_decay": "AdamW weight decay",
-    "clip_epsilon": "PPO clip range e of the ratio",
-    "kl_beta": "weight of KL(pi || base); 0 skips the reference pass",
-    "advantage_epsilon": "eps in A = (r - mean) / (std + eps)",
-    "max_grad_norm": "gradient clipping norm",
-    "minibatch_size": "episodes per optimizer step",
-    "micro_batch_size": "episodes per forward/backward pass, gradients accumulated over "
-    "the minibatch: the same step at lower peak memory (0: the whole minibatch at once)",
-    "epochs": "passes over an iteration's episodes",
-    "lora_rank": "LoRA rank r (vLLM serves r <= 16 by default)",
-    "lora_alpha": "LoRA alpha (scale alpha / r)",
-    "lora_dropout": "LoRA dropout in [0, 1)",
-    "generation_batch_size": "prompts per generate call (transformers backend)",
-    "cold_start": "gold demonstrations for supervised epochs before GRPO (base models)",
-    "cold_start_epochs": "supervised epochs of the cold start",
-    "cold_start_learning_rate": "learning rate of the cold start",
-    "sft_coef": "joint SFT + RL: each GRPO step adds this x the supervised loss on gold "
-    "demonstrations (the TRACE authors use 0.1; 0: plain GRPO)",
-    "sft_examples": "gold demonstrations the joint supervised loss cycles through",
-    "resample_tries": "replay groups whose episodes all earned the same reward on fresh "
-    "seeds, up to this many times per iteration, so the update has signal (0: drop them)",
-    "hint_share": "hint injection: this share of each group's episodes sees expert "
-    "guidance (the capability and the gold policy's first step) in its system message, "
-    "at least one per group when > 0; "
-    "the update trains them on the plain prompt (the TRACE authors use 0.25 to 0.5)",
-    "seed": "seed of the LoRA initialisation, sampling and training seeds",
-}
 # Options of both commands that set how long an episode and its calls may run.
-ROLLOUT_SETTINGS: dict[str, str] = {
-    "max_new_tokens": "tokens the model may write per turn",
-    "max_turns": "assistant turns per episode",
-    "max_total_tokens": "longest conversation in tokens; longer episodes end with reward 0",
-    "temperature": "sampling temperature of rollouts (and of the policy's log-probs)",
-    "step_timeout": "seconds one environment call may take before its episode is lost",
-}
+ROLLOUT_SETTINGS = (
+    "max_new_tokens",
+    "max_turns",
+    "max_total_tokens",
+    "temperature",
+    "step_timeout",
+)
+# `trainer train` options: every other number of TrainConfig (its default there, its
+# range and help in trainer.settings.SETTINGS), in the dataclass's order.
+TRAIN_SETTINGS = tuple(
+    f.name
+    for f in fields(TrainConfig)
+    if f.name in SETTINGS and f.name not in ROLLOUT_SETTINGS
+)
 CONFIG_LISTS = {
     "lora_target_modules",
     "env",
@@ -221,15 +192,16 @@ def _compare(arguments: argparse.Namespace) -> int:
     return 0
 
 
-def _numbers(parser: argparse.ArgumentParser, settings: dict[str, str]) -> None:
-    """One option per TrainConfig number, typed and defaulted like the field."""
-    for name, help_text in settings.items():
+def _numbers(parser: argparse.ArgumentParser, names: tuple[str, ...]) -> None:
+    """One option per TrainConfig number: typed and defaulted like the field, with the
+    help its `trainer.settings.SETTINGS` entry gives."""
+    for name in names:
         default = getattr(DEFAULTS, name)
         parser.add_argument(
             "--" + name.replace("_", "-"),
             type=type(default),
             default=default,
-            help=help_text,
+            help=SETTINGS[name].help,
         )
 
 
@@ -323,14 +295,13 @@ def _commands() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPar
         "--adapter", default=None, help="adapter folder (default: the base model)"
     )
     evaluate.add_argument(
-        "--episodes", type=int, default=50, help="evaluation seeds, one episode each"
+        "--episodes", type=int, default=50, help=SETTINGS["episodes"].help
     )
     evaluate.add_argument(
         "--concurrent-episodes",
         type=int,
         default=64,
-        help="episodes played together (each keeps its KV cache between turns, so "
-        "memory grows with this; 0: all at once)",
+        help=SETTINGS["concurrent_episodes"].help,
     )
     evaluate.set_defaults(run=_eval)
     paired = commands.add_parser(

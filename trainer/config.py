@@ -10,8 +10,8 @@ from trainer.rollout import RolloutLimits
 from trainer.settings import (
     BACKENDS,
     PRECISIONS,
-    RANGES,
     REPORTERS,
+    SETTINGS,
     TOOL_FORMATS,
     check,
 )
@@ -75,7 +75,7 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         for setting in fields(self):
-            if setting.name in RANGES:
+            if setting.name in SETTINGS:
                 check(setting.name, getattr(self, setting.name))
         if self.max_total_tokens <= self.max_new_tokens:
             raise TrainerError("--max-total-tokens must exceed --max-new-tokens")
