@@ -33,3 +33,14 @@ def test_no_import_runs_back_up(layer: str) -> None:
         if module.split(".")[0] in higher
     )
     assert upward == []
+
+
+def test_validate_never_imports_generate() -> None:
+    """generate builds and then validates; the names both need live in a leaf module."""
+    back = sorted(
+        f"{path.relative_to(ROOT)} imports {module}"
+        for path in (ROOT / "factory" / "validate").rglob("*.py")
+        for module in imports(path)
+        if module.startswith("factory.generate")
+    )
+    assert back == []

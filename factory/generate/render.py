@@ -19,34 +19,12 @@ from factory.generate.format import format_python
 from factory.generate.runtime_copy import runtime_files
 from factory.generate.task_module import package_task_source
 from factory.kits import kits
+from factory.package_layout import PackageNames
 from factory.paths import templates
 from factory.runtime import Knob, Toolkit
 from factory.runtime.task import resolve_knobs
 from factory.runtime.verifier import REWARD_SENTENCES
 from factory.spec import CapabilitySpec
-
-
-@dataclass(frozen=True)
-class PackageNames:
-    """The names a capability gets in Python, on PyPI and in gymnasium."""
-
-    capability: str
-
-    @property
-    def package(self) -> str:
-        return f"trace_env_{self.capability}"
-
-    @property
-    def distribution(self) -> str:
-        return f"trace-env-{self.capability.replace('_', '-')}"
-
-    @property
-    def camel(self) -> str:
-        return "".join(part.capitalize() for part in self.capability.split("_"))
-
-    @property
-    def env_id(self) -> str:
-        return f"trace/{self.camel}-v0"
 
 
 def resolve_target(spec: CapabilitySpec) -> tuple[Archetype, Toolkit]:

@@ -7,15 +7,14 @@ version, kit, sha256 over the files), so a test can prove the copies equal and
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from pathlib import Path
 
+from factory.package_layout import STAMP, content_hash
 from factory.runtime import RUNTIME_VERSION
 
 RUNTIME_DIR = Path(__file__).resolve().parents[1] / "runtime"
-STAMP = "stamp.json"
 _SHARED_KIT_MODULE = re.compile(r"^from \.\.(\w+) import ", re.MULTILINE)
 
 
@@ -31,16 +30,6 @@ def _kit_files(kit: str) -> list[Path]:
     }
     extra = [RUNTIME_DIR / "kits" / f"{name}.py" for name in sorted(shared)]
     return [RUNTIME_DIR / "kits" / "__init__.py", *extra, *files]
-
-
-def content_hash(files: dict[str, str]) -> str:
-    """sha256 over the files' relative paths and texts, in path order."""
-    digest = hashlib.sha256()
-    for path in sorted(files):
-        digest.update(
-            path.encode("utf-8") + b"\0" + files[path].encode("utf-8") + b"\0"
-        )
-    return digest.hexdigest()
 
 
 def runtime_files(kit: str, kit_files: dict[str, str] | None = None) -> dict[str, str]:

@@ -192,7 +192,7 @@ def _episode_openai(
 
 def package_env(package_dir: Path) -> type:
     """The Env class of the package in `package_dir` (imported from its folder)."""
-    from factory.generate.render import PackageNames
+    from factory.package_layout import PackageNames
     from factory.spec import load_spec
 
     if not (package_dir / "capability.json").is_file():

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from factory.errors import FactoryError
-from factory.generate.render import PackageNames
+from factory.package_layout import PackageNames
 from factory.spec import load_spec
 from factory.validate import probe
 from factory.validate.sandbox import SandboxRun, run_sandboxed

@@ -15,7 +15,7 @@ from pathlib import Path
 import libcst as cst
 import libcst.matchers as m
 
-from factory.generate.runtime_copy import STAMP, content_hash
+from factory.package_layout import STAMP, content_hash
 from factory.ruff_runner import run_ruff
 
 # Symbols every package module must define (functions with their parameters).
