@@ -438,7 +438,8 @@ def test_eval_out_that_is_a_file_and_stale_staging(tmp_path, capsys) -> None:
     with pytest.raises(Exception, match="is a file"):
         _prepare_out(target, force=True)
     assert target.read_text() == "mine"
-    dead = tmp_path / ".fresh.staging-999999999-abc"  # a staging folder of a killed eval
+    # a staging folder of a killed eval (999999999 is above any pid_max)
+    dead = tmp_path / ".fresh.staging-999999999-abc"
     dead.mkdir()
     live = tmp_path / f".fresh.staging-{os.getpid()}-abc"
     live.mkdir()
