@@ -323,6 +323,8 @@ def write_summary(
 
 
 def main() -> None:
+    from trainer.cli import add_number_options
+
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -349,24 +351,9 @@ def main() -> None:
         default=0,
         help="GRPO optimizer steps of linear learning-rate warmup",
     )
-    parser.add_argument(
-        "--sft-coef",
-        type=float,
-        default=0.0,
-        help="joint SFT + RL: each GRPO step adds this x L_SFT on gold demonstrations",
-    )
-    parser.add_argument("--sft-examples", type=int, default=8)
-    parser.add_argument(
-        "--resample-tries",
-        type=int,
-        default=0,
-        help="replay groups with equal rewards on fresh seeds, up to this many times",
-    )
-    parser.add_argument(
-        "--hint-share",
-        type=float,
-        default=0.0,
-        help="share of each group's episodes sampled with expert guidance",
+    # the authors' recipe, with the trainer's own defaults, ranges and help
+    add_number_options(
+        parser, ("sft_coef", "sft_examples", "resample_tries", "hint_share")
     )
     parser.add_argument("--cold-start", type=int, default=48)
     parser.add_argument("--cold-start-epochs", type=int, default=2)

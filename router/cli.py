@@ -394,14 +394,6 @@ def _base_backend(arguments: argparse.Namespace) -> Any:
     from router.backends import BaseModelBackend
     from trainer.models import load_base
 
-    if arguments.backend == "vllm":
-        raise RouterError(
-            "--backend vllm serves adapters; serve a plain model with `vllm serve MODEL`"
-        )
-    if arguments.mode != "argmax" or arguments.calibrate:
-        raise RouterError(
-            "routing settings need --adapters; drop them to serve the base model"
-        )
     model, tokenizer = load_base(arguments.model)
     return BaseModelBackend(model, tokenizer, arguments.tool_format)
 
@@ -648,6 +640,15 @@ def _check_settings(arguments: argparse.Namespace) -> None:
         raise RouterError("--task-tokens must be between 16 and 100000")
     if not 0 <= getattr(arguments, "port", 0) <= 65535:
         raise RouterError(f"--port must be between 0 and 65535, not {arguments.port}")
+    if arguments.run is _serve and arguments.adapters is None:
+        if arguments.backend == "vllm":
+            raise RouterError(
+                "--backend vllm serves adapters; serve a plain model with `vllm serve MODEL`"
+            )
+        if arguments.mode != "argmax" or arguments.calibrate:
+            raise RouterError(
+                "routing settings need --adapters; drop them to serve the base model"
+            )
     regularisation = getattr(arguments, "regularisation", 1.0)
     if not 0 < regularisation < float("inf"):
         raise RouterError("--regularisation must be a positive number")

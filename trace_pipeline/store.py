@@ -2,10 +2,10 @@
 
 A stage writes into a private staging folder and is swapped into place whole
 (`factory.outputs`), so a kill -9 leaves either the old stage or the new one,
-never half of one; temporaries of dead runs are cleared on the next start. The manifest records what the stage was
-computed from (its config sections, the upstream manifests' hashes, the project
-version); a rerun skips a stage whose recorded key still matches. One run at a
-time holds the folder's lock.
+never half of one; temporaries of dead runs are cleared on the next start. The
+manifest records what the stage was computed from (its config sections, the
+upstream manifests' hashes, the project version); a rerun skips a stage whose
+recorded key still matches. One run at a time holds the folder's lock.
 """
 
 from __future__ import annotations

@@ -192,7 +192,7 @@ def _compare(arguments: argparse.Namespace) -> int:
     return 0
 
 
-def _numbers(parser: argparse.ArgumentParser, names: tuple[str, ...]) -> None:
+def add_number_options(parser: argparse.ArgumentParser, names: tuple[str, ...]) -> None:
     """One option per TrainConfig number: typed and defaulted like the field, with the
     help its `trainer.settings.SETTINGS` entry gives."""
     for name in names:
@@ -220,7 +220,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--model", help="local folder, .gguf file, or Hugging Face id (required)"
     )
-    _numbers(parser, ROLLOUT_SETTINGS)
+    add_number_options(parser, ROLLOUT_SETTINGS)
     parser.add_argument(
         "--chat-template",
         default=None,
@@ -257,7 +257,7 @@ def _commands() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPar
     )
     _common(train)
     train.add_argument("--out", help="adapter folder, e.g. adapters/<cap> (required)")
-    _numbers(train, TRAIN_SETTINGS)
+    add_number_options(train, TRAIN_SETTINGS)
     train.add_argument(
         "--lora-target-modules",
         default=",".join(DEFAULTS.lora_target_modules),

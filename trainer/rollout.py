@@ -79,7 +79,7 @@ class Episode:
     error: str | None = None  # what the environment did wrong (ENV_FAULT)
     env: Any = None
     # Hint injection: the prompt the policy is trained on when the sampler saw a
-    # hinted one (`tokens` starts with `hinted_prompt` tokens; see `plain_tokens`).
+    # hinted one (`tokens` starts with `hinted_prompt` tokens; see `plain`).
     plain_prompt: list[int] | None = None
     hinted_prompt: int = 0
 

@@ -267,9 +267,8 @@ def write_outputs(
 ) -> list[Path]:
     """Write every output into `output` atomically; return the spec paths."""
     refuse_overwrite(output, force, inputs)
-    output.parent.mkdir(parents=True, exist_ok=True)
     recover(output.parent, output.name)
-    staging = staging_beside(output)
+    staging = staging_beside(output)  # makes the parent folder too
     try:
         by_name = {c.name: c for c in analysis.capabilities}
         examples = {
