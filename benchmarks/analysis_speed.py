@@ -53,7 +53,7 @@ def main() -> None:
             str(runs),
             "--target",
             "airline",
-            "--output",
+            "--out",
             str(Path(tmp) / "analysis"),
         ]
         started = time.perf_counter()

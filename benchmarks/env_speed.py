@@ -84,7 +84,7 @@ def bench_generate(spec: Path) -> float:
     with tempfile.TemporaryDirectory() as out:
         started = time.perf_counter()
         subprocess.run(
-            [sys.executable, "-m", "factory", "generate", str(spec), "--output", out],
+            [sys.executable, "-m", "factory", "generate", str(spec), "--out", out],
             check=True,
             capture_output=True,
         )

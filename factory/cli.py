@@ -249,9 +249,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     gen.add_argument("spec", help="capability.json")
     gen.add_argument(
+        "--out",
         "--output",
+        dest="output",
         default="generated_envs",
-        help="parent directory (default: generated_envs)",
+        help="parent directory (default: generated_envs; --output is the old name)",
     )
     gen.add_argument("--force", action="store_true", help="replace an existing package")
     gen.add_argument(
@@ -305,7 +307,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--target", required=True, help="kit id (airline, retail, phone) or tools.json"
     )
     ana.add_argument(
-        "--output", required=True, help="folder for the report and the specs"
+        "--out",
+        "--output",
+        dest="output",
+        required=True,
+        help="folder for the report and the specs (--output is the old name)",
     )
     ana.add_argument(
         "--llm-model", default=None, help="label with this model (OpenAI-compatible)"

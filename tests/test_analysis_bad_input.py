@@ -1,4 +1,4 @@
-"""`factory analyze` against careless input: wrong types, bad bytes, odd folders, unsafe --output."""
+"""`factory analyze` against careless input: wrong types, bad bytes, odd folders, unsafe --out."""
 
 from __future__ import annotations
 
@@ -69,10 +69,10 @@ def test_wrong_types_name_file_record_and_field(
     change(broken)
     bad = _write(tmp_path / "bad.json", broken)
     good = _write(tmp_path / "good.json", RUNS)
-    assert _analyze(str(bad), "--output", str(tmp_path / "out")) == 2
+    assert _analyze(str(bad), "--out", str(tmp_path / "out")) == 2
     error = capsys.readouterr().err
     assert message in error and str(bad) in error and "Traceback" not in error
-    code = _analyze(str(bad), str(good), "--output", str(tmp_path / "o2"), "--skip-bad")
+    code = _analyze(str(bad), str(good), "--out", str(tmp_path / "o2"), "--skip-bad")
     assert code == 0 and "skipped 1 bad record(s)" in capsys.readouterr().out
 
 
@@ -85,13 +85,13 @@ def test_invalid_utf8_is_a_bad_record(
     ).encode()  # fmt: skip
     records = tmp_path / "runs.jsonl"
     records.write_bytes(good + b"\n" + b'{"task_id": "\xff\xfe"}\n')
-    assert _analyze(str(records), "--output", str(tmp_path / "out")) == 2
+    assert _analyze(str(records), "--out", str(tmp_path / "out")) == 2
     assert "line 2: not valid UTF-8" in capsys.readouterr().err
     tau2 = tmp_path / "results.json"
     tau2.write_bytes(
         json.dumps(RUNS).encode().replace(b'"simulations"', b'"simulations"\xff', 1)
     )
-    assert _analyze(str(tau2), "--output", str(tmp_path / "out")) == 2
+    assert _analyze(str(tau2), "--out", str(tmp_path / "out")) == 2
     assert "not valid UTF-8" in capsys.readouterr().err
 
 
@@ -126,11 +126,11 @@ def test_malformed_tool_calls_in_jsonl_name_line_and_field(
     }
     runs = tmp_path / "runs.jsonl"
     runs.write_text(json.dumps(good) + "\n" + json.dumps(record) + "\n")
-    assert _analyze(str(runs), "--output", str(tmp_path / "out")) == 2
+    assert _analyze(str(runs), "--out", str(tmp_path / "out")) == 2
     error = capsys.readouterr().err
     assert f"{runs}: line 2: field 'messages'" in error and message in error
     assert "Traceback" not in error
-    assert _analyze(str(runs), "--output", str(tmp_path / "o2"), "--skip-bad") == 0
+    assert _analyze(str(runs), "--out", str(tmp_path / "o2"), "--skip-bad") == 0
     assert "skipped 1 bad record(s)" in capsys.readouterr().out
 
 
@@ -142,7 +142,7 @@ def test_every_file_of_a_folder_is_read_or_reported(
     _write(folder / "results.json", RUNS)
     _write(folder / "notes.json", {"comment": "not a Results file"})
     (folder / "README.txt").write_text("hello")
-    assert _analyze(str(folder), "--output", str(tmp_path / "out")) == 0
+    assert _analyze(str(folder), "--out", str(tmp_path / "out")) == 0
     out = capsys.readouterr().out
     assert "ignored" in out and "notes.json" in out and "README.txt" in out
     report = json.loads((tmp_path / "out" / "report.json").read_text())
@@ -154,25 +154,25 @@ def test_output_never_replaces_inputs_or_foreign_folders(
 ) -> None:
     runs = _write(tmp_path / "runs.json", RUNS)
     monkeypatch.chdir(tmp_path)
-    assert _analyze("runs.json", "--output", ".", "--force") == 2
+    assert _analyze("runs.json", "--out", ".", "--force") == 2
     assert "holds the input" in capsys.readouterr().err and runs.is_file()
     foreign = tmp_path / "mine"
     foreign.mkdir()
     (foreign / "thesis.tex").write_text("precious")
-    assert _analyze(str(runs), "--output", str(foreign), "--force") == 2
+    assert _analyze(str(runs), "--out", str(foreign), "--force") == 2
     assert "not written by factory analyze" in capsys.readouterr().err
     assert (foreign / "thesis.tex").read_text() == "precious"
     folder = tmp_path / "in"
     folder.mkdir()
     _write(folder / "results.json", RUNS)
-    assert _analyze(str(folder), "--output", str(folder / "analysis")) == 2
+    assert _analyze(str(folder), "--out", str(folder / "analysis")) == 2
     assert "inside the input folder" in capsys.readouterr().err
     (tmp_path / "file").write_text("x")
-    assert _analyze(str(runs), "--output", str(tmp_path / "file")) == 2
+    assert _analyze(str(runs), "--out", str(tmp_path / "file")) == 2
     out = tmp_path / "out"
-    assert _analyze(str(runs), "--output", str(out)) == 0
-    assert _analyze(str(runs), "--output", str(out)) == 2  # exists: needs --force
-    assert _analyze(str(runs), "--output", str(out), "--force") == 0  # ours: replaced
+    assert _analyze(str(runs), "--out", str(out)) == 0
+    assert _analyze(str(runs), "--out", str(out)) == 2  # exists: needs --force
+    assert _analyze(str(runs), "--out", str(out), "--force") == 0  # ours: replaced
     assert (out / "report.json").is_file() and runs.is_file()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.")]
 
@@ -200,7 +200,7 @@ def test_a_bad_tools_file_is_refused_before_any_work(
     monkeypatch.setattr(pipeline, "import_paths", lambda *a, **k: pytest.fail("ran"))
     good = _write(tmp_path / "good.json", RUNS)
     code = main(
-        ["analyze", str(good), "--target", str(tools), "--output", str(tmp_path / "o")]
+        ["analyze", str(good), "--target", str(tools), "--out", str(tmp_path / "o")]
     )
     error = capsys.readouterr().err
     assert code == 2 and str(tools) in error and "Traceback" not in error
@@ -218,14 +218,14 @@ def test_an_unwritable_or_mounted_output_is_refused_before_any_work(
     good = _write(tmp_path / "good.json", RUNS)
     monkeypatch.setattr(pipeline, "import_paths", lambda *a, **k: pytest.fail("ran"))
     monkeypatch.setattr(os.path, "ismount", lambda path: Path(path) == tmp_path / "mnt")
-    assert _analyze(str(good), "--output", str(tmp_path / "mnt")) == 2
+    assert _analyze(str(good), "--out", str(tmp_path / "mnt")) == 2
     assert "is a mount point" in capsys.readouterr().err
 
     def read_only(*args: Any, **kwargs: Any) -> str:
         raise OSError(errno.EROFS, "Read-only file system")
 
     monkeypatch.setattr(pipeline.tempfile, "mkdtemp", read_only)
-    assert _analyze(str(good), "--output", str(tmp_path / "ro" / "out")) == 2
+    assert _analyze(str(good), "--out", str(tmp_path / "ro" / "out")) == 2
     error = capsys.readouterr().err
     assert (
         "cannot write there (Read-only file system)" in error

@@ -90,7 +90,7 @@ def test_llm_discovery_labelling_selection_and_cache(
         "3",
         "--min-runs",
         "2",
-        "--output",
+        "--out",
         str(tmp_path / "out"),
     ]
     assert main(command) == 0
@@ -122,7 +122,7 @@ def test_missing_endpoint_is_a_clear_error(tmp_path, monkeypatch, capsys) -> Non
             "airline",
             "--llm-model",
             "m",
-            "--output",
+            "--out",
             str(tmp_path / "o"),
         ]
     )

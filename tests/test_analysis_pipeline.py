@@ -66,9 +66,7 @@ def test_cli_analyze_then_generate(tmp_path, capsys) -> None:
         json.dumps(simulate(TAU2, {"precondition_verification": 0.8}, 120, seed=1))
     )
     out = tmp_path / "analysis"
-    assert (
-        main(["analyze", str(runs), "--target", "airline", "--output", str(out)]) == 0
-    )
+    assert main(["analyze", str(runs), "--target", "airline", "--out", str(out)]) == 0
     assert {p.name for p in out.iterdir()} >= {
         "report.md",
         "report.json",
@@ -96,7 +94,7 @@ def test_cli_analyze_then_generate(tmp_path, capsys) -> None:
             [
                 "generate",
                 str(spec_path),
-                "--output",
+                "--out",
                 str(tmp_path / "envs"),
                 "--seeds",
                 "5",
@@ -106,9 +104,7 @@ def test_cli_analyze_then_generate(tmp_path, capsys) -> None:
     )
     assert "result             PASS" in capsys.readouterr().out
     # The output folder is not overwritten without --force.
-    assert (
-        main(["analyze", str(runs), "--target", "airline", "--output", str(out)]) == 2
-    )
+    assert main(["analyze", str(runs), "--target", "airline", "--out", str(out)]) == 2
 
 
 def test_custom_target_gives_an_inline_spec(tmp_path) -> None:
@@ -134,7 +130,7 @@ def test_custom_target_gives_an_inline_spec(tmp_path) -> None:
                 str(runs),
                 "--target",
                 str(tools),
-                "--output",
+                "--out",
                 str(tmp_path / "a"),
             ]
         )
@@ -160,9 +156,7 @@ def test_custom_target_gives_an_inline_spec(tmp_path) -> None:
 def test_bad_analyze_arguments_exit_2(tmp_path, capsys, arguments, message) -> None:
     runs = tmp_path / "runs.jsonl"
     runs.write_text("")
-    assert (
-        main(["analyze", str(runs), "--output", str(tmp_path / "o"), *arguments]) == 2
-    )
+    assert main(["analyze", str(runs), "--out", str(tmp_path / "o"), *arguments]) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
 
@@ -175,7 +169,7 @@ def test_truth_scores_the_labelling_in_the_report(tmp_path, capsys) -> None:
     truth = tmp_path / "truth.json"
     truth.write_text(json.dumps(truth_labels(results)))
     out = tmp_path / "analysis"
-    arguments = ["analyze", str(runs), "--target", "airline", "--output", str(out)]
+    arguments = ["analyze", str(runs), "--target", "airline", "--out", str(out)]
     assert main([*arguments, "--truth", str(truth)]) == 0
     assert "labelling accuracy on 160 runs" in capsys.readouterr().out
     accuracy = json.loads((out / "report.json").read_text())["labelling_accuracy"]
@@ -216,7 +210,7 @@ def test_bad_truth_files_exit_2(tmp_path, capsys, content, message) -> None:
     elif content is not None:
         truth.write_text(content)
     out = tmp_path / "o"
-    arguments = ["analyze", str(runs), "--target", "airline", "--output", str(out)]
+    arguments = ["analyze", str(runs), "--target", "airline", "--out", str(out)]
     assert (
         main([*arguments, "--truth", str(truth), "--runs", "2", "--min-runs", "1"]) == 2
     )

@@ -50,7 +50,7 @@ def test_bad_specs_exit_2_and_write_nothing(
     example_spec.update(change)
     output = tmp_path / "out"
     code, _, err = run(
-        capsys, "generate", str(write_spec(example_spec)), "--output", str(output)
+        capsys, "generate", str(write_spec(example_spec)), "--out", str(output)
     )
     assert code == 2
     assert message in err
@@ -59,9 +59,20 @@ def test_bad_specs_exit_2_and_write_nothing(
 
 def test_malformed_json_exits_2(capsys, tmp_path, write_spec):
     code, _, err = run(
-        capsys, "generate", str(write_spec("{oops")), "--output", str(tmp_path / "o")
+        capsys, "generate", str(write_spec("{oops")), "--out", str(tmp_path / "o")
     )
     assert code == 2 and "not valid JSON" in err
+
+
+@pytest.mark.parametrize("command", ["generate", "analyze"])
+def test_output_is_the_old_name_of_out(capsys, tmp_path, command):
+    """`--out` is the one name of an output folder in every CLI; `--output` still parses."""
+    from factory.cli import build_parser
+
+    argv = [command, "input", "--output", str(tmp_path / "o")]
+    if command == "analyze":
+        argv += ["--target", "phone"]
+    assert build_parser().parse_args(argv).output == str(tmp_path / "o")
 
 
 def test_existing_package_is_kept_without_force(
@@ -74,7 +85,7 @@ def test_existing_package_is_kept_without_force(
         capsys,
         "generate",
         str(write_spec(example_spec)),
-        "--output",
+        "--out",
         str(tmp_path / "out"),
     )
     assert code == 2 and "--force" in err
@@ -93,7 +104,7 @@ def test_force_replaces_only_after_validation(
         capsys,
         "generate",
         str(write_spec(example_spec)),
-        "--output",
+        "--out",
         str(output),
         "--force",
         "--seeds",
@@ -114,7 +125,7 @@ def test_force_never_replaces_a_folder_factory_did_not_write(
     existing = tmp_path / "out" / example_spec["name"]
     existing.mkdir(parents=True)
     (existing / "mine.txt").write_text("user data")
-    arguments = [str(write_spec(example_spec)), "--output", str(tmp_path / "out")]
+    arguments = [str(write_spec(example_spec)), "--out", str(tmp_path / "out")]
     code, _, err = run(capsys, "generate", *arguments, "--force")
     assert code == 2 and "not a generated package" in err
     assert (existing / "mine.txt").read_text() == "user data"
@@ -157,7 +168,7 @@ def test_a_tool_subset_is_all_the_package_shows_and_its_gold_still_passes(
     }
     output = tmp_path / "out"
     code, out, _ = run(
-        capsys, "generate", str(write_spec(example_spec)), "--output", str(output),
+        capsys, "generate", str(write_spec(example_spec)), "--out", str(output),
         "--seeds", "5",
     )  # fmt: skip
     assert code == 0 and "result             PASS" in out, out

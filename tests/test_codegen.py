@@ -55,7 +55,7 @@ def _generate(tmp_path: Path, *extra: str, spec: dict[str, Any] | None = None) -
         [
             "generate",
             str(path),
-            "--output",
+            "--out",
             str(tmp_path / "out"),
             "--model",
             "coder",
@@ -147,7 +147,7 @@ def test_missing_endpoint_model_or_kit_exit_2(
     assert _generate(tmp_path) == 2
     assert "OPENAI_BASE_URL" in capsys.readouterr().err
     path = tmp_path / "capability.json"
-    assert main(["generate", str(path), "--output", str(tmp_path / "o")]) == 2
+    assert main(["generate", str(path), "--out", str(tmp_path / "o")]) == 2
     assert "--model" in capsys.readouterr().err
     broken = {
         **SPEC,

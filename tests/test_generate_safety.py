@@ -85,12 +85,12 @@ def test_bad_outputs_and_settings_exit_2(tmp_path, example_spec, capsys) -> None
     read_only.mkdir()
     read_only.chmod(0o500)
     cases = [
-        (["generate", spec, "--output", str(a_file)], "is a file"),
+        (["generate", spec, "--out", str(a_file)], "is a file"),
         (["generate", spec, "--seeds", "-3"], "--seeds"),
         (["generate", spec, "--seeds", "10001"], "--seeds"),
     ]
     if os.geteuid() != 0:  # root writes anywhere
-        cases.append((["generate", spec, "--output", str(read_only / "x")], "cannot"))
+        cases.append((["generate", spec, "--out", str(read_only / "x")], "cannot"))
     for argv, message in cases:
         with pytest.raises(SystemExit) if "--seeds" in argv else nullcontext():
             assert main(argv) == 2
@@ -99,7 +99,7 @@ def test_bad_outputs_and_settings_exit_2(tmp_path, example_spec, capsys) -> None
 
 def test_max_turns_too_small_for_the_family_is_refused(tmp_path, example_spec, capsys):
     spec = str(spec_file(tmp_path, example_spec, max_turns=2))
-    assert main(["generate", spec, "--output", str(tmp_path / "out")]) == 2
+    assert main(["generate", spec, "--out", str(tmp_path / "out")]) == 2
     assert "generation.max_turns=2 is too small" in capsys.readouterr().err
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
@@ -113,7 +113,7 @@ def test_sigterm_mid_build_leaves_no_temporaries(tmp_path, example_spec) -> None
             "factory",
             "generate",
             str(spec_file(tmp_path, example_spec)),
-            "--output",
+            "--out",
             str(output),
             "--seeds",
             "200",

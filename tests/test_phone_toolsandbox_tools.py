@@ -233,7 +233,7 @@ def test_the_holiday_family_validates(tmp_path, capsys) -> None:
     spec["generation"]["difficulty"] = {"expression_kinds": 4}
     path = tmp_path / "spec.json"
     path.write_text(json.dumps(spec))
-    assert main(["generate", str(path), "--output", str(tmp_path / "out")]) == 0
+    assert main(["generate", str(path), "--out", str(tmp_path / "out")]) == 0
     assert "PASS" in capsys.readouterr().out
     module = (tmp_path / "out" / "date_time_recovery").rglob("task.py")
     assert "search_holiday" in next(module).read_text()

@@ -36,7 +36,7 @@ def _runs(domain: str, folder) -> tuple:
 def test_offline_labels_meet_the_targets(tmp_path, capsys, domain: str) -> None:
     results, truth = _runs(domain, tmp_path)
     out = tmp_path / "analysis"
-    arguments = ["analyze", str(results), "--target", domain, "--output", str(out)]
+    arguments = ["analyze", str(results), "--target", domain, "--out", str(out)]
     assert main([*arguments, "--truth", str(truth)]) == 0
     capsys.readouterr()
     accuracy = json.loads((out / "report.json").read_text())["labelling_accuracy"]

@@ -22,8 +22,21 @@ from pydantic import (
 )
 
 from trace_pipeline.errors import PipelineError
+from trainer.settings import SETTINGS
 
 MAX_CONFIG_BYTES = 1_000_000
+
+
+def trainer_setting(name: str, default: float, description: str | None = None) -> Any:
+    """A field of a trainer setting: its range and help are the trainer's own
+    (`trainer.settings.SETTINGS`, declared once); only the pipeline's default is here."""
+    setting = SETTINGS[name]
+    return Field(
+        default,
+        ge=setting.low,
+        le=setting.high,
+        description=description or setting.help,
+    )
 
 
 class Section(BaseModel):
@@ -35,16 +48,11 @@ class Section(BaseModel):
 class Rollout(Section):
     """How the agent plays an episode (collection, evaluation and training alike)."""
 
-    max_turns: int = Field(8, ge=1, le=100, description="assistant turns per episode")
-    max_new_tokens: int = Field(160, ge=8, le=8192, description="tokens per turn")
-    max_total_tokens: int = Field(
-        3072, ge=64, le=131072, description="longest conversation in tokens"
-    )
-    temperature: float = Field(
-        0.0,
-        ge=0,
-        le=2,
-        description="decoding temperature of collect and evaluate (0: greedy)",
+    max_turns: int = trainer_setting("max_turns", 8)
+    max_new_tokens: int = trainer_setting("max_new_tokens", 160)
+    max_total_tokens: int = trainer_setting("max_total_tokens", 3072)
+    temperature: float = trainer_setting(
+        "temperature", 0.0, "decoding temperature of collect and evaluate (0: greedy)"
     )
     tool_format: Literal["json", "compact"] = Field(
         "compact", description="how tools are listed when the template has no tool role"
@@ -204,52 +212,34 @@ class Generate(Section):
 class Train(Section):
     """`trainer train` for every adapter: cold start on gold demonstrations, then GRPO."""
 
-    iterations: int = Field(2, ge=1, le=10_000, description="GRPO iterations")
-    groups: int = Field(2, ge=1, le=10_000, description="G: seeds per iteration")
-    group_size: int = Field(4, ge=2, le=1024, description="K: episodes per seed")
-    learning_rate: float = Field(3e-5, gt=0, le=1, description="AdamW learning rate")
+    iterations: int = trainer_setting("iterations", 2)
+    groups: int = trainer_setting("groups", 2)
+    group_size: int = trainer_setting("group_size", 4)
+    learning_rate: float = trainer_setting("learning_rate", 3e-5)
+    # GRPO samples: greedy decoding would make every group's episodes alike.
     temperature: float = Field(
-        1.0, gt=0, le=2, description="sampling temperature of rollouts"
+        1.0,
+        gt=0,
+        le=SETTINGS["temperature"].high,
+        description="sampling temperature of GRPO's rollouts (> 0)",
     )
-    cold_start: int = Field(
-        8, ge=0, le=100_000, description="gold demonstrations first"
-    )
-    cold_start_epochs: int = Field(1, ge=1, le=100)
-    cold_start_learning_rate: float = Field(5e-4, gt=0, le=1)
-    sft_coef: float = Field(
-        0.0,
-        ge=0,
-        le=10_000,
-        description="joint SFT + RL: each GRPO step adds this x the supervised loss on "
-        "gold demonstrations (the TRACE authors' 0.1; 0: plain GRPO)",
-    )
-    sft_examples: int = Field(
-        8, ge=1, le=100_000, description="gold demonstrations of the joint loss"
-    )
-    resample_tries: int = Field(
-        0,
-        ge=0,
-        le=100,
-        description="replay groups whose rewards are all equal on fresh seeds, up to "
-        "this many times per iteration (0: drop them)",
-    )
-    hint_share: float = Field(
-        0.0,
-        ge=0,
-        le=1,
-        description="share of each group's episodes that see expert guidance (the "
-        "capability and the gold first step) while sampling; trained on the plain prompt",
-    )
-    lora_rank: int = Field(8, ge=1, le=256)
-    lora_alpha: int = Field(16, ge=1, le=4096)
-    minibatch_size: int = Field(4, ge=1, le=4096)
+    cold_start: int = trainer_setting("cold_start", 8)
+    cold_start_epochs: int = trainer_setting("cold_start_epochs", 1)
+    cold_start_learning_rate: float = trainer_setting("cold_start_learning_rate", 5e-4)
+    sft_coef: float = trainer_setting("sft_coef", 0.0)
+    sft_examples: int = trainer_setting("sft_examples", 8)
+    resample_tries: int = trainer_setting("resample_tries", 0)
+    hint_share: float = trainer_setting("hint_share", 0.0)
+    lora_rank: int = trainer_setting("lora_rank", 8)
+    lora_alpha: float = trainer_setting("lora_alpha", 16.0)
+    minibatch_size: int = trainer_setting("minibatch_size", 4)
     own_env_episodes: int = Field(
         8,
         ge=0,
         le=100_000,
         description="episodes on the adapter's own env, before and after",
     )
-    seed: int = Field(0, ge=0, le=2**31)
+    seed: int = trainer_setting("seed", 0)
     backend: Literal["transformers", "vllm"] = Field(
         "transformers", description="rollout sampler of GRPO (vllm: GPU machines)"
     )

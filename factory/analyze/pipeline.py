@@ -149,24 +149,24 @@ def _check_writable(folder: Path, flag: str) -> None:
 def refuse_overwrite(output: Path, force: bool, inputs: Sequence[Path] = ()) -> None:
     """Refuse an output that is a file, holds or sits in an input, or is not ours to replace."""
     if output.is_symlink() or (output.exists() and not output.is_dir()):
-        raise FactoryError(f"--output {output} is a file or a link; give a folder")
+        raise FactoryError(f"--out {output} is a file or a link; give a folder")
     for given in inputs:
         if _inside(given, output):
             raise FactoryError(
-                f"--output {output} holds the input {given}; analyze never replaces its "
-                "inputs: choose another --output"
+                f"--out {output} holds the input {given}; analyze never replaces its "
+                "inputs: choose another --out"
             )
         if given.is_dir() and _inside(output, given):
             raise FactoryError(
-                f"--output {output} is inside the input folder {given}; a later analysis "
-                "of that folder would read these outputs: choose another --output"
+                f"--out {output} is inside the input folder {given}; a later analysis "
+                "of that folder would read these outputs: choose another --out"
             )
     if os.path.ismount(output):
         raise FactoryError(
-            f"--output {output} is a mount point, which cannot be replaced atomically; "
+            f"--out {output} is a mount point, which cannot be replaced atomically; "
             "give a folder inside it"
         )
-    _check_writable(output.parent, "--output")
+    _check_writable(output.parent, "--out")
     if not (output.is_dir() and any(output.iterdir())):
         return
     if not force:
@@ -176,7 +176,7 @@ def refuse_overwrite(output: Path, force: bool, inputs: Sequence[Path] = ()) -> 
     if not (output / MARKER).is_file():
         raise FactoryError(
             f"{output} was not written by factory analyze (no {MARKER}); --force "
-            "replaces only analyze's own outputs: choose another --output"
+            "replaces only analyze's own outputs: choose another --out"
         )
 
 

@@ -50,17 +50,17 @@ def _prepare_output(output_dir: Path) -> Path:
     """The output folder, created if needed; a file or an unwritable folder fails."""
     output_dir = Path(output_dir)
     if output_dir.exists() and not output_dir.is_dir():
-        raise FactoryError(f"--output {output_dir} is a file; pass a folder")
+        raise FactoryError(f"--out {output_dir} is a file; pass a folder")
     try:
         output_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise FactoryError(
-            f"cannot create --output {output_dir}: {exc.strerror}; pass a folder "
+            f"cannot create --out {output_dir}: {exc.strerror}; pass a folder "
             "you can write to"
         ) from None
     if not os.access(output_dir, os.W_OK | os.X_OK):
         raise FactoryError(
-            f"cannot write in --output {output_dir} (permission denied); pass a folder "
+            f"cannot write in --out {output_dir} (permission denied); pass a folder "
             "you can write to"
         )
     return output_dir.resolve()
@@ -292,6 +292,6 @@ def generate(
             if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC):
                 raise FactoryError(
                     f"cannot write in {output_dir}: {exc.strerror}; free space or pass "
-                    "a writable --output"
+                    "a writable --out"
                 ) from None
             raise
