@@ -9,118 +9,21 @@ router serve --adapters DIR --model M [--host 127.0.0.1] [--port 8000] [--backen
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import logging
-import os
-import shutil
 import sys
-import tempfile
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from factory.errors import printable
-from factory.outputs import recover, staging_beside, swap_in
 from factory.version import add_version
-from router.capabilities import CapabilitySet, load_capabilities
+from router import build
+from router.build import RouterSettings
 from router.errors import RouterError
 from router.prompt import EXAMPLE_TOKENS, TASK_TOKENS
 
-EVAL_MARKER = "trace-router-eval"
 
-
-@dataclass
-class Loaded:
-    """What every command builds: the capability set, model, tokenizer, prompt and router."""
-
-    capabilities: CapabilitySet
-    bank: Any
-    tokenizer: Any
-    router: Any
-
-
-def _load(arguments: argparse.Namespace, need_probe: bool = False) -> Loaded:
-    from router.adapters import AdapterBank
-    from router.probe import load_probe
-    from router.prompt import RoutingPrompt
-    from router.routed import Router
-    from router.scorer import LabelScorer
-    from trainer.models import load_base
-
-    capabilities = load_capabilities(arguments.adapters, arguments.model)
-    base, tokenizer = load_base(
-        arguments.model, chat_template=capabilities.chat_template
-    )
-    bank = AdapterBank(base, capabilities)
-    prompt = RoutingPrompt(
-        capabilities, tokenizer, arguments.example_tokens, arguments.task_tokens
-    )
-    scorer = LabelScorer(bank.model, prompt)
-    if arguments.calibrate:
-        scorer.calibrate()
-    try:
-        probe = load_probe(capabilities.folder, prompt.fingerprint(), prompt.targets)
-    except RouterError as exc:
-        if need_probe:
-            raise
-        logging.getLogger("router").warning("probe mode off: %s", exc)
-        probe = None
-    if need_probe and probe is None:
-        raise RouterError(
-            f"--mode probe needs a fitted probe in {capabilities.folder}; run `router fit` first"
-        )
-    return Loaded(capabilities, bank, tokenizer, Router(scorer, probe, arguments.top_p))
-
-
-def _environments(
-    arguments: argparse.Namespace, capabilities: CapabilitySet
-) -> list[tuple[Any, str]]:
-    """(environment, true target) pairs: --envs (or each adapter's own) and --base-envs."""
-    from router.prompt import BASE
-    from trainer.envs import resolve_env
-
-    chosen = []
-    for env in arguments.envs or []:
-        handle = resolve_env(env)
-        name = handle.capability.get("name")
-        if name not in capabilities.names:
-            raise RouterError(
-                f"--envs {env} trains capability '{name}', which no adapter in "
-                f"{capabilities.folder} has ({', '.join(capabilities.names)}); pass it with --base-envs"
-            )
-        chosen.append((handle, name))
-    if not arguments.envs:
-        for capability in capabilities.capabilities:
-            try:
-                chosen.append(
-                    (
-                        resolve_env(capability.package or capability.env_id),
-                        capability.name,
-                    )
-                )
-            except Exception as exc:  # noqa: BLE001 - any lookup failure gets the same fix
-                raise RouterError(
-                    f"the environment of {capability.name} ({capability.env_id}) is not installed "
-                    f"({exc}); pass its package folder with --envs"
-                ) from None
-    chosen += [(resolve_env(env), BASE) for env in arguments.base_envs or []]
-    return chosen
-
-
-def _tasks(
-    arguments: argparse.Namespace,
-    capabilities: CapabilitySet,
-    count: int,
-    first_seed: int,
-) -> list[Any]:
-    from router.routed import Task, first_observation
-
-    return [
-        Task(handle, first_seed + i, truth, first_observation(handle, first_seed + i))
-        for handle, truth in _environments(arguments, capabilities)
-        for i in range(count)
-    ]
+def _settings(arguments: argparse.Namespace) -> RouterSettings:
+    return RouterSettings.of(vars(arguments))
 
 
 def _route(arguments: argparse.Namespace) -> int:
@@ -143,208 +46,50 @@ def _route(arguments: argparse.Namespace) -> int:
         messages = first_observation(resolve_env(arguments.env), arguments.seed)
     else:
         raise RouterError("give the task: --env ENV [--seed N] or --messages FILE")
-    loaded = _load(arguments, need_probe=arguments.mode == "probe")
+    loaded = build.load(_settings(arguments), need_probe=arguments.mode == "probe")
     print(json.dumps(loaded.router.route(messages, arguments.mode).as_dict(), indent=2))
     return 0
 
 
 def _fit(arguments: argparse.Namespace) -> int:
-    import numpy as np
-
-    from router.probe import fit_probe, save_probe
-
     if not 2 <= arguments.examples <= 100_000:
         raise RouterError("--examples must be between 2 and 100000 per environment")
     if not arguments.base_envs:
         raise RouterError(
             "--base-envs: give at least one environment whose tasks need no adapter"
         )
-    loaded = _load(arguments)
-    tasks = _tasks(
-        arguments, loaded.capabilities, arguments.examples, arguments.first_seed
-    )
-    from tqdm import tqdm
-
-    features = np.stack(
-        [
-            loaded.router.scorer.score(t.messages).features.numpy()
-            for t in tqdm(tasks, desc="features", unit="task")
-        ]
-    ).astype(np.float64)
-    prompt = loaded.router.scorer.prompt
-    probe = fit_probe(
-        features,
-        [t.truth for t in tasks],
-        prompt.targets,
-        prompt.fingerprint(),
-        loaded.capabilities.base_model,
-        arguments.regularisation,
-    )
-    path = save_probe(probe, loaded.capabilities.folder, arguments.force)
+    probe, path, seen = build.fit(
+        _settings(arguments), arguments.examples, arguments.first_seed,
+        arguments.regularisation, arguments.force,
+    )  # fmt: skip
     print(
-        f"probe fitted on {len(tasks)} examples (training accuracy {probe.train_accuracy:.3f}); saved to {path}"
+        f"probe fitted on {seen} examples (training accuracy "
+        f"{probe.train_accuracy:.3f}); saved to {path}"
     )
     return 0
 
 
-def _prepare_out(out: Path, force: bool) -> Path:
-    """A fresh temporary folder beside `out`; `out` must be new, or ours with --force."""
-    if out.exists() or out.is_symlink():
-        ours = (out / "report.json").is_file() and EVAL_MARKER in (
-            out / "report.json"
-        ).read_text(errors="replace")[:200]
-        if not out.is_dir() or out.is_symlink():
-            raise RouterError(f"--out {out} is a file or a link; choose a folder path")
-        if any(out.iterdir()) and not (force and ours):
-            raise RouterError(
-                f"--out {out} is not empty; pass --force to replace an earlier `router eval` output "
-                "(other folders are never replaced)"
-            )
-    try:
-        recover(out.resolve().parent, out.name)
-        return staging_beside(out.resolve())
-    except OSError as exc:
-        raise RouterError(
-            f"--out {out}: cannot write in {out.resolve().parent} ({exc})"
-        ) from None
-
-
-def _move_into_place(staging: Path, out: Path) -> None:
-    """Swap the finished report folder in; an earlier one is removed only afterwards."""
-    try:
-        swap_in(staging, out.resolve())
-    except OSError as exc:
-        kept = out.with_name(f"{out.name}-{os.getpid()}")
-        staging.rename(kept)
-        raise RouterError(
-            f"--out {out} changed while this eval ran ({exc}); its report is in {kept}"
-        ) from None
-
-
 def _eval(arguments: argparse.Namespace) -> int:
-    from router.evaluate import evaluate_routing, markdown
-    from router.plots import plot_confusion, plot_success
-    from trainer.config import EVAL_SEED_BASE
-    from trainer.generation import TransformersGenerator
-    from trainer.models import mixed_precision
+    from router.evaluate import markdown
     from trainer.rollout import RolloutLimits
 
     if not 1 <= arguments.episodes <= 100_000:
         raise RouterError("--episodes must be between 1 and 100000 per environment")
-    limits = RolloutLimits(
+    limits = RolloutLimits(  # checks every number against trainer.settings
         arguments.max_turns,
         arguments.max_new_tokens,
         arguments.max_total_tokens,
         arguments.temperature,
     )
-    if (
-        min(limits.max_turns, limits.max_new_tokens) < 1
-        or not limits.temperature >= 0
-        or limits.max_total_tokens <= limits.max_new_tokens
-    ):
-        raise RouterError(
-            "--max-turns and --max-new-tokens must be >= 1, --temperature >= 0, --max-total-tokens > --max-new-tokens"
-        )
     out = Path(arguments.out)
-    adapters = Path(arguments.adapters).resolve()
-    if adapters == out.resolve() or adapters in out.resolve().parents:
-        raise RouterError(
-            f"--out {out} is inside --adapters {arguments.adapters}, where the router would "
-            "read it as an adapter; write the report elsewhere"
-        )
-    staging = _prepare_out(out, arguments.force)
-    try:
-        if arguments.backend == "vllm":
-            activate, capabilities, router, generator, tokenizer = _vllm_offline(
-                arguments, staging
-            )
-            context: Any = contextlib.nullcontext()
-        else:
-            loaded = _load(arguments)
-            activate, capabilities = loaded.bank.activate_weights, loaded.capabilities
-            router, tokenizer = loaded.router, loaded.tokenizer
-            generator = TransformersGenerator(
-                loaded.bank.model, tokenizer, arguments.generation_batch_size
-            )
-            context = mixed_precision(arguments.precision, loaded.bank.model)
-        tasks = _tasks(arguments, capabilities, arguments.episodes, EVAL_SEED_BASE)
-        with context:
-            report = evaluate_routing(
-                activate,
-                capabilities.names,
-                router,
-                generator,
-                tokenizer,
-                tasks,
-                limits,
-                capabilities.tool_format,
-            )
-        report = {
-            "kind": EVAL_MARKER,
-            "model": arguments.model,
-            "adapters": str(capabilities.folder),
-            "backend": arguments.backend,
-            **report,
-        }
-        (staging / "report.json").write_text(
-            json.dumps(report, indent=2) + "\n", encoding="utf-8"
-        )
-        (staging / "report.md").write_text(markdown(report), encoding="utf-8")
-        plot_confusion(report, staging / "confusion.png")
-        plot_success(report, staging / "success.png")
-        _move_into_place(staging, out)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    report = build.evaluate(
+        _settings(arguments), out, episodes=arguments.episodes, limits=limits,
+        backend=arguments.backend, precision=arguments.precision,
+        generation_batch_size=arguments.generation_batch_size, force=arguments.force,
+    )  # fmt: skip
     print(markdown(report))
     print(f"report, confusion.png and success.png written to {out}")
     return 0
-
-
-def _vllm_prompt(arguments: argparse.Namespace) -> tuple[CapabilitySet, Any, Any]:
-    """Capability set, tokenizer (with the adapters' chat template) and routing prompt,
-    without the model's weights (the vLLM paths leave those to vLLM)."""
-    from transformers import AutoTokenizer
-
-    from router.prompt import RoutingPrompt
-    from trainer.chat_templates import apply_chat_template
-
-    capabilities = load_capabilities(arguments.adapters, arguments.model)
-    tokenizer = AutoTokenizer.from_pretrained(arguments.model)
-    if capabilities.chat_template:
-        apply_chat_template(tokenizer, capabilities.chat_template)
-    prompt = RoutingPrompt(
-        capabilities, tokenizer, arguments.example_tokens, arguments.task_tokens
-    )
-    return capabilities, tokenizer, prompt
-
-
-def _vllm_offline(
-    arguments: argparse.Namespace, staging: Path
-) -> tuple[Any, CapabilitySet, Any, Any, Any]:
-    """Routing by prompt log-probs and generation with LoRARequests on an offline vLLM engine."""
-    from router.routed import Router
-    from router.vllm import AdapterFiles, VLLMScorer, activation
-    from trainer.generation import VLLMGenerator
-    from trainer.vllm_adapter import legal_rank
-
-    try:
-        from vllm import LLM
-    except ImportError:
-        raise RouterError(
-            "--backend vllm needs `pip install trace-factory[vllm]` on a GPU machine"
-        ) from None
-    capabilities, tokenizer, prompt = _vllm_prompt(arguments)
-    engine = LLM(
-        model=arguments.model,
-        enable_lora=True,
-        max_lora_rank=legal_rank(sum(c.rank for c in capabilities.capabilities)),
-        max_loras=2,
-        enable_prefix_caching=True,
-    )
-    generator = VLLMGenerator(engine, {tokenizer.eos_token_id})
-    files = AdapterFiles(capabilities, staging / "mixes")
-    router = Router(VLLMScorer(engine, prompt), None, arguments.top_p)
-    return activation(generator, files), capabilities, router, generator, tokenizer
 
 
 def _serve(arguments: argparse.Namespace) -> int:
@@ -354,21 +99,7 @@ def _serve(arguments: argparse.Namespace) -> int:
         None, arguments.host, arguments.port
     )  # before minutes of loading
     try:
-        if arguments.adapters is None:
-            backend = _base_backend(arguments)
-        elif arguments.backend == "vllm":
-            backend = _vllm_backend(arguments)
-        else:
-            from router.backends import TransformersBackend
-
-            loaded = _load(arguments, need_probe=arguments.mode == "probe")
-            backend = TransformersBackend(
-                loaded.bank,
-                loaded.router,
-                loaded.tokenizer,
-                loaded.capabilities.tool_format,
-                arguments.mode,
-            )
+        backend = build.served_backend(_settings(arguments), arguments.backend)
         attach(server, RoutedChat(backend))
         host, port = server.server_address[:2]
         what = (
@@ -387,38 +118,6 @@ def _serve(arguments: argparse.Namespace) -> int:
     finally:
         server.server_close()
     return 0
-
-
-def _base_backend(arguments: argparse.Namespace) -> Any:
-    """The plain base model, no adapters and no routing."""
-    from router.backends import BaseModelBackend
-    from trainer.models import load_base
-
-    model, tokenizer = load_base(arguments.model)
-    return BaseModelBackend(model, tokenizer, arguments.tool_format)
-
-
-def _vllm_backend(arguments: argparse.Namespace) -> Any:
-    import openai
-
-    from router.backends import VLLMServerBackend
-    from router.vllm import AdapterFiles
-
-    if not arguments.vllm_url:
-        raise RouterError(
-            "--backend vllm needs --vllm-url (the vLLM server's /v1 address)"
-        )
-    if arguments.mode == "probe":
-        raise RouterError(
-            "--mode probe needs hidden states; use --backend transformers"
-        )
-    capabilities, tokenizer, prompt = _vllm_prompt(arguments)
-    client = openai.OpenAI(base_url=arguments.vllm_url, api_key="EMPTY")
-    cache = Path(tempfile.mkdtemp(prefix="trace-router-mixes-"))
-    return VLLMServerBackend(
-        client, arguments.model, prompt, capabilities, AdapterFiles(capabilities, cache),
-        tokenizer, capabilities.tool_format, arguments.mode, arguments.top_p,
-    )  # fmt: skip
 
 
 def _common(
@@ -481,6 +180,7 @@ def _envs(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from trainer.cli import add_number_options
     from trainer.settings import PRECISIONS
 
     parser = argparse.ArgumentParser(
@@ -555,25 +255,12 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument(
         "--force", action="store_true", help="replace an earlier eval output"
     )
-    evaluate.add_argument("--max-turns", type=int, default=8, help="turns per episode")
-    evaluate.add_argument(
-        "--max-new-tokens", type=int, default=96, help="tokens per turn"
-    )
-    evaluate.add_argument(
-        "--max-total-tokens", type=int, default=8192, help="tokens per episode"
-    )
-    evaluate.add_argument(
-        "--temperature",
-        type=float,
-        default=0.7,
-        help="sampling temperature (0: greedy)",
-    )
-    evaluate.add_argument(
-        "--generation-batch-size",
-        type=int,
-        default=32,
-        help="episodes per generate call",
-    )
+    # One name, default, range and help with `trainer eval` (trainer.settings).
+    add_number_options(
+        evaluate,
+        ("max_turns", "max_new_tokens", "max_total_tokens", "temperature",
+         "generation_batch_size"),
+    )  # fmt: skip
     evaluate.add_argument(
         "--precision", choices=PRECISIONS, default="fp32", help="bf16: mixed precision"
     )

@@ -431,19 +431,19 @@ def test_eval_out_inside_the_adapters_folder_exits_2(
 
 
 def test_eval_out_that_is_a_file_and_stale_staging(tmp_path, capsys) -> None:
-    from router.cli import _prepare_out
+    from router.build import prepare_out
 
     target = tmp_path / "report"
     target.write_text("mine")
     with pytest.raises(Exception, match="is a file"):
-        _prepare_out(target, force=True)
+        prepare_out(target, force=True)
     assert target.read_text() == "mine"
     # a staging folder of a killed eval (999999999 is above any pid_max)
     dead = tmp_path / ".fresh.staging-999999999-abc"
     dead.mkdir()
     live = tmp_path / f".fresh.staging-{os.getpid()}-abc"
     live.mkdir()
-    staging = _prepare_out(tmp_path / "fresh", force=False)
+    staging = prepare_out(tmp_path / "fresh", force=False)
     assert not dead.exists() and live.exists() and staging.is_dir()
 
 

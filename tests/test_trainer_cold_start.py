@@ -149,8 +149,9 @@ def test_cold_start_lowers_the_loss_once_and_resume_skips_it(
     out = tmp_path / "run"
     metrics, seen = _train(tiny_model_dir, out, 1)
     losses = json.loads((out / "cold_start.json").read_text())["epoch_losses"]
-    # a random tiny model's logits are nearly uniform, so the drop is small but steady
-    assert len(losses) == 3 and losses[0] > losses[1] > losses[2]
+    # a random tiny model's logits are nearly uniform, so the drop is small (and
+    # epochs shuffle the demonstrations, so it need not be monotone)
+    assert len(losses) == 3 and losses[2] < losses[0]
     assert seen[0] == (0, {"cold_start_epoch_losses": losses}) and len(metrics) == 1
 
     def again(*args, **kwargs):
@@ -194,3 +195,60 @@ def test_a_separate_sampler_takes_the_cold_started_adapter_in_the_first_iteratio
     grpo.train(config, resolve_env(PHONE), model, tokenizer, sampler, out)
     adapter = str(out / "checkpoint" / "adapter")
     assert sampler.loaded == [(adapter, 1), (adapter, 2)]
+
+
+def test_demonstrations_spell_markup_tokens_and_write_argument_objects(
+    tiny_model_dir,
+) -> None:
+    """A reply's target reaches `<tool_call>` through ordinary tokens (an added token's
+    row may be untrained), and a `| tojson` template gets arguments as JSON objects."""
+    from transformers import AutoTokenizer
+
+    from trainer.parsing import parse_tool_calls
+    from trainer.tiny import CHAT_TEMPLATE
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    tokenizer.chat_template = CHAT_TEMPLATE.replace(
+        "{{ call.function.arguments }}", "{{ call.function.arguments | tojson }}"
+    )
+    handle = resolve_env(PHONE)
+    env = handle.make()
+    tools = env.reset(seed=11)[1]["tools"]
+    gold = importlib.import_module(handle.package).run_episode(env, "gold", 11)
+    messages = gold.info["messages"]
+    chat = ChatFormat(tokenizer, tools, "json")
+    assert chat.native and chat.argument_objects
+    row = cold_start.demonstration(chat, messages)
+    runs = _runs(row.tokens, row.mask)
+    markup = set(tokenizer.convert_tokens_to_ids(["<tool_call>", "</tool_call>"]))
+    assert not markup & {token for run in runs for token in run}
+    replies = [m for m in messages if m["role"] == "assistant"]
+    assert len(runs) == len(replies)
+    for run, reply in zip(runs, replies, strict=True):
+        assert run[-1] == tokenizer.eos_token_id
+        text = tokenizer.decode(run[:-1])
+        assert '\\"' not in text  # not a double-encoded arguments string
+        _, calls = parse_tool_calls(text)
+        assert [(c["name"], c["arguments"]) for c in calls] == [
+            (c["function"]["name"], json.loads(c["function"]["arguments"]))
+            for c in reply.get("tool_calls") or []
+        ]
+    # and it is still exactly what a rollout sampling those tokens builds
+    ((episode,),) = collect(
+        handle, Replay(runs), tokenizer, [11], 1,
+        RolloutLimits(max_turns=20, max_total_tokens=100_000), "json",
+    )  # fmt: skip
+    assert episode.success and episode.tokens == row.tokens
+
+
+def test_a_template_that_writes_arguments_as_is_keeps_the_strings(
+    tiny_tokenizer,
+) -> None:
+    chat = ChatFormat(tiny_tokenizer, [{"type": "function", "function": {"name": "f"}}])
+    assert chat.native and not chat.argument_objects
+    call = {"id": "c", "type": "function"}
+    call["function"] = {"name": "f", "arguments": '{"on": true}'}
+    text = chat.render(
+        [{"role": "assistant", "content": "", "tool_calls": [call]}], False
+    )
+    assert '"arguments": {"on": true}' in text

@@ -9,7 +9,9 @@ tool results as user turns and the tool schemas in the system prompt.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 from typing import Any
 
 from trainer.errors import TrainerError
@@ -80,6 +82,31 @@ def _as_text_message(message: dict[str, Any]) -> dict[str, Any]:
     return {"role": message["role"], "content": _text(message.get("content"))}
 
 
+def _with_argument_objects(message: dict[str, Any]) -> dict[str, Any]:
+    """An assistant message whose tool calls carry their arguments as JSON objects.
+
+    OpenAI messages hold `arguments` as a JSON string; templates that write
+    `arguments | tojson` (Qwen's, Llama's) would double-encode it into an escaped
+    string that no model writes, and demonstrations would teach that form.
+    """
+    calls = message.get("tool_calls")
+    if message.get("role") != "assistant" or not calls:
+        return message
+    rewritten = []
+    for call in calls:
+        function = call.get("function") if isinstance(call, dict) else None
+        arguments = function.get("arguments") if isinstance(function, dict) else None
+        if isinstance(arguments, str):
+            try:
+                parsed = json.loads(arguments or "{}")
+            except json.JSONDecodeError:
+                parsed = None
+            if isinstance(parsed, dict):
+                call = {**call, "function": {**function, "arguments": parsed}}
+        rewritten.append(call)
+    return {**message, "tool_calls": rewritten}
+
+
 def _merged(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Consecutive messages of one role joined (templates that need alternation)."""
     merged: list[dict[str, Any]] = []
@@ -132,6 +159,14 @@ class ChatFormat:
             self.native = "y" in rendered and "f" in rendered
         except Exception:  # noqa: BLE001 - any template error means: use the fallback
             self.native = False
+        # Templates that write `arguments | tojson` want a JSON object (a string would
+        # come out double-encoded); those that write `arguments` as is want the string.
+        self.argument_objects = False
+        if self.native:
+            probe[1]["tool_calls"][0]["function"]["arguments"] = {"probe_key": 1}
+            with contextlib.suppress(Exception):  # then keep the strings
+                rendered = self._template(probe, tools, True)
+                self.argument_objects = '{"probe_key": 1}' in rendered
 
     def _template(
         self, messages: list[dict[str, Any]], tools: Any, generation: bool
@@ -157,6 +192,8 @@ class ChatFormat:
     def render(self, messages: list[dict[str, Any]], generation: bool) -> str:
         """The conversation as the template renders it (with the generation prompt)."""
         if self.native:
+            if self.argument_objects:
+                messages = [_with_argument_objects(m) for m in messages]
             return self._checked(messages, self.tools, generation)
         plain = [_as_text_message(m) for m in messages]
         if plain and plain[0]["role"] == "system":
@@ -167,6 +204,38 @@ class ChatFormat:
 
     def encode(self, text: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def spelled(self, text: str) -> list[int]:
+        """Token ids of `text` with the tokenizer's added markup tokens (`<tool_call>`,
+        `</tool_call>`, ...) written in ordinary tokens, as a demonstration's target.
+
+        An added token's output row can be untrained: in Qwen2.5-Coder-1.5B-Instruct
+        `<tool_call>` has log-prob -20 where a call starts and a row that is a copy of
+        unused special tokens' (cosine 0.99999) and close to `<|im_end|>`'s (0.95),
+        so supervised steps toward it raised `<|im_end|>` instead and every reply came
+        out empty. Spelled out, the same text is reachable with trained rows, and every
+        parser (ours, vLLM's hermes) reads it alike.
+        """
+        markup = sorted(
+            (
+                token.content
+                for token in getattr(
+                    self.tokenizer, "added_tokens_decoder", {}
+                ).values()
+                if len(token.content) > 1 and token.content in text
+            ),
+            key=len,
+            reverse=True,
+        )
+        if not markup:
+            return self.encode(text)
+        ids: list[int] = []
+        for piece in re.split("(" + "|".join(map(re.escape, markup)) + ")", text):
+            if piece in markup:  # two pieces, neither of which is the added token
+                ids += self.encode(piece[:-1]) + self.encode(piece[-1])
+            elif piece:
+                ids += self.encode(piece)
+        return ids
 
     def prompt(self, messages: list[dict[str, Any]]) -> list[int]:
         """Token ids of the opening messages plus the generation prompt."""
@@ -186,7 +255,7 @@ class ChatFormat:
             )
         text = after[len(before) :]
         end = text.find(self.end_marker)
-        return self.encode(text if end < 0 else text[:end]) + [
+        return self.spelled(text if end < 0 else text[:end]) + [
             self.tokenizer.eos_token_id
         ]
 

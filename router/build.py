@@ -1,0 +1,374 @@
+"""What the router commands build: the adapter bank and router, the tasks, the backends.
+
+Library code behind `router route|fit|eval|serve` (the CLI parses and dispatches):
+each function takes the command's `RouterSettings` and loads or builds one thing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from factory.outputs import recover, staging_beside, swap_in
+from router.capabilities import CapabilitySet, load_capabilities
+from router.errors import RouterError
+
+EVAL_MARKER = "trace-router-eval"
+
+
+@dataclass(frozen=True)
+class RouterSettings:
+    """The options the router's builders read (a command gives those it has)."""
+
+    model: str
+    adapters: str | None = None
+    example_tokens: int = 0
+    task_tokens: int = 0
+    top_p: float = 0.9
+    calibrate: bool = False
+    mode: str = "argmax"
+    envs: tuple[str, ...] = ()
+    base_envs: tuple[str, ...] = ()
+    tool_format: str = "json"
+    vllm_url: str | None = None
+
+    @classmethod
+    def of(cls, options: dict[str, Any]) -> RouterSettings:
+        """The settings among a command's parsed options (others are ignored)."""
+        known = {f.name for f in fields(cls)}
+        chosen = {k: v for k, v in options.items() if k in known and v is not None}
+        for key in ("envs", "base_envs"):
+            chosen[key] = tuple(chosen.get(key) or ())
+        return cls(**chosen)
+
+
+@dataclass
+class Loaded:
+    """What every command builds: the capability set, model, tokenizer, prompt and router."""
+
+    capabilities: CapabilitySet
+    bank: Any
+    tokenizer: Any
+    router: Any
+
+
+def load(settings: RouterSettings, need_probe: bool = False) -> Loaded:
+    from router.adapters import AdapterBank
+    from router.probe import load_probe
+    from router.prompt import RoutingPrompt
+    from router.routed import Router
+    from router.scorer import LabelScorer
+    from trainer.models import load_base
+
+    capabilities = load_capabilities(settings.adapters, settings.model)
+    base, tokenizer = load_base(
+        settings.model, chat_template=capabilities.chat_template
+    )
+    bank = AdapterBank(base, capabilities)
+    prompt = RoutingPrompt(
+        capabilities, tokenizer, settings.example_tokens, settings.task_tokens
+    )
+    scorer = LabelScorer(bank.model, prompt)
+    if settings.calibrate:
+        scorer.calibrate()
+    try:
+        probe = load_probe(capabilities.folder, prompt.fingerprint(), prompt.targets)
+    except RouterError as exc:
+        if need_probe:
+            raise
+        logging.getLogger("router").warning("probe mode off: %s", exc)
+        probe = None
+    if need_probe and probe is None:
+        raise RouterError(
+            f"--mode probe needs a fitted probe in {capabilities.folder}; run `router fit` first"
+        )
+    return Loaded(capabilities, bank, tokenizer, Router(scorer, probe, settings.top_p))
+
+
+def environments(
+    settings: RouterSettings, capabilities: CapabilitySet
+) -> list[tuple[Any, str]]:
+    """(environment, true target) pairs: --envs (or each adapter's own) and --base-envs."""
+    from router.prompt import BASE
+    from trainer.envs import resolve_env
+
+    chosen = []
+    for env in settings.envs or []:
+        handle = resolve_env(env)
+        name = handle.capability.get("name")
+        if name not in capabilities.names:
+            raise RouterError(
+                f"--envs {env} trains capability '{name}', which no adapter in "
+                f"{capabilities.folder} has ({', '.join(capabilities.names)}); pass it with --base-envs"
+            )
+        chosen.append((handle, name))
+    if not settings.envs:
+        for capability in capabilities.capabilities:
+            try:
+                chosen.append(
+                    (
+                        resolve_env(capability.package or capability.env_id),
+                        capability.name,
+                    )
+                )
+            except Exception as exc:  # noqa: BLE001 - any lookup failure gets the same fix
+                raise RouterError(
+                    f"the environment of {capability.name} ({capability.env_id}) is not installed "
+                    f"({exc}); pass its package folder with --envs"
+                ) from None
+    chosen += [(resolve_env(env), BASE) for env in settings.base_envs or []]
+    return chosen
+
+
+def tasks(
+    settings: RouterSettings,
+    capabilities: CapabilitySet,
+    count: int,
+    first_seed: int,
+) -> list[Any]:
+    from router.routed import Task, first_observation
+
+    return [
+        Task(handle, first_seed + i, truth, first_observation(handle, first_seed + i))
+        for handle, truth in environments(settings, capabilities)
+        for i in range(count)
+    ]
+
+
+def prepare_out(out: Path, force: bool) -> Path:
+    """A fresh temporary folder beside `out`; `out` must be new, or ours with --force."""
+    if out.exists() or out.is_symlink():
+        ours = (out / "report.json").is_file() and EVAL_MARKER in (
+            out / "report.json"
+        ).read_text(errors="replace")[:200]
+        if not out.is_dir() or out.is_symlink():
+            raise RouterError(f"--out {out} is a file or a link; choose a folder path")
+        if any(out.iterdir()) and not (force and ours):
+            raise RouterError(
+                f"--out {out} is not empty; pass --force to replace an earlier `router eval` output "
+                "(other folders are never replaced)"
+            )
+    try:
+        recover(out.resolve().parent, out.name)
+        return staging_beside(out.resolve())
+    except OSError as exc:
+        raise RouterError(
+            f"--out {out}: cannot write in {out.resolve().parent} ({exc})"
+        ) from None
+
+
+def move_into_place(staging: Path, out: Path) -> None:
+    """Swap the finished report folder in; an earlier one is removed only afterwards."""
+    try:
+        swap_in(staging, out.resolve())
+    except OSError as exc:
+        kept = out.with_name(f"{out.name}-{os.getpid()}")
+        staging.rename(kept)
+        raise RouterError(
+            f"--out {out} changed while this eval ran ({exc}); its report is in {kept}"
+        ) from None
+
+
+def vllm_prompt(settings: RouterSettings) -> tuple[CapabilitySet, Any, Any]:
+    """Capability set, tokenizer (with the adapters' chat template) and routing prompt,
+    without the model's weights (the vLLM paths leave those to vLLM)."""
+    from transformers import AutoTokenizer
+
+    from router.prompt import RoutingPrompt
+    from trainer.chat_templates import apply_chat_template
+
+    capabilities = load_capabilities(settings.adapters, settings.model)
+    tokenizer = AutoTokenizer.from_pretrained(settings.model)
+    if capabilities.chat_template:
+        apply_chat_template(tokenizer, capabilities.chat_template)
+    prompt = RoutingPrompt(
+        capabilities, tokenizer, settings.example_tokens, settings.task_tokens
+    )
+    return capabilities, tokenizer, prompt
+
+
+def vllm_offline(
+    settings: RouterSettings, staging: Path
+) -> tuple[Any, CapabilitySet, Any, Any, Any]:
+    """Routing by prompt log-probs and generation with LoRARequests on an offline vLLM engine."""
+    from router.routed import Router
+    from router.vllm import AdapterFiles, VLLMScorer, activation
+    from trainer.generation import VLLMGenerator
+    from trainer.vllm_adapter import legal_rank
+
+    try:
+        from vllm import LLM
+    except ImportError:
+        raise RouterError(
+            "--backend vllm needs `pip install trace-factory[vllm]` on a GPU machine"
+        ) from None
+    capabilities, tokenizer, prompt = vllm_prompt(settings)
+    engine = LLM(
+        model=settings.model,
+        enable_lora=True,
+        max_lora_rank=legal_rank(sum(c.rank for c in capabilities.capabilities)),
+        max_loras=2,
+        enable_prefix_caching=True,
+    )
+    generator = VLLMGenerator(engine, {tokenizer.eos_token_id})
+    files = AdapterFiles(capabilities, staging / "mixes")
+    router = Router(VLLMScorer(engine, prompt), None, settings.top_p)
+    return activation(generator, files), capabilities, router, generator, tokenizer
+
+
+def base_backend(settings: RouterSettings) -> Any:
+    """The plain base model, no adapters and no routing."""
+    from router.backends import BaseModelBackend
+    from trainer.models import load_base
+
+    model, tokenizer = load_base(settings.model)
+    return BaseModelBackend(model, tokenizer, settings.tool_format)
+
+
+def vllm_backend(settings: RouterSettings) -> Any:
+    import openai
+
+    from router.backends import VLLMServerBackend
+    from router.vllm import AdapterFiles
+
+    if not settings.vllm_url:
+        raise RouterError(
+            "--backend vllm needs --vllm-url (the vLLM server's /v1 address)"
+        )
+    if settings.mode == "probe":
+        raise RouterError(
+            "--mode probe needs hidden states; use --backend transformers"
+        )
+    capabilities, tokenizer, prompt = vllm_prompt(settings)
+    client = openai.OpenAI(base_url=settings.vllm_url, api_key="EMPTY")
+    cache = Path(tempfile.mkdtemp(prefix="trace-router-mixes-"))
+    return VLLMServerBackend(
+        client, settings.model, prompt, capabilities, AdapterFiles(capabilities, cache),
+        tokenizer, capabilities.tool_format, settings.mode, settings.top_p,
+    )  # fmt: skip
+
+
+def served_backend(settings: RouterSettings, backend: str) -> Any:
+    """What `router serve` answers with: the base model, a vLLM server (`backend`
+    vllm), or the adapter bank."""
+    if settings.adapters is None:
+        return base_backend(settings)
+    if backend == "vllm":
+        return vllm_backend(settings)
+    from router.backends import TransformersBackend
+
+    loaded = load(settings, need_probe=settings.mode == "probe")
+    return TransformersBackend(
+        loaded.bank,
+        loaded.router,
+        loaded.tokenizer,
+        loaded.capabilities.tool_format,
+        settings.mode,
+    )
+
+
+def fit(
+    settings: RouterSettings,
+    examples: int,
+    first_seed: int,
+    regularisation: float,
+    force: bool,
+) -> tuple[Any, Path, int]:
+    """Fit the probe on `examples` training tasks per environment and save it beside
+    the adapters; (probe, its path, how many tasks it saw)."""
+    import numpy as np
+    from tqdm import tqdm
+
+    from router.probe import fit_probe, save_probe
+
+    loaded = load(settings)
+    chosen = tasks(settings, loaded.capabilities, examples, first_seed)
+    features = np.stack(
+        [
+            loaded.router.scorer.score(t.messages).features.numpy()
+            for t in tqdm(chosen, desc="features", unit="task")
+        ]
+    ).astype(np.float64)
+    prompt = loaded.router.scorer.prompt
+    probe = fit_probe(
+        features,
+        [t.truth for t in chosen],
+        prompt.targets,
+        prompt.fingerprint(),
+        loaded.capabilities.base_model,
+        regularisation,
+    )
+    return probe, save_probe(probe, loaded.capabilities.folder, force), len(chosen)
+
+
+def evaluate(
+    settings: RouterSettings,
+    out: Path,
+    *,
+    episodes: int,
+    limits: Any,
+    backend: str,
+    precision: str,
+    generation_batch_size: int,
+    force: bool,
+) -> dict[str, Any]:
+    """Play `episodes` evaluation tasks per environment under every routing condition and
+    write report.json/md, confusion.png and success.png to `out` (atomically)."""
+    import contextlib
+    import json
+    import shutil
+
+    from router.evaluate import evaluate_routing, markdown
+    from router.plots import plot_confusion, plot_success
+    from trainer.config import EVAL_SEED_BASE
+    from trainer.generation import TransformersGenerator
+    from trainer.models import mixed_precision
+
+    adapters = Path(str(settings.adapters)).resolve()
+    if adapters == out.resolve() or adapters in out.resolve().parents:
+        raise RouterError(
+            f"--out {out} is inside --adapters {settings.adapters}, where the router would "
+            "read it as an adapter; write the report elsewhere"
+        )
+    staging = prepare_out(out, force)
+    try:
+        if backend == "vllm":
+            activate, capabilities, router, generator, tokenizer = vllm_offline(
+                settings, staging
+            )
+            context: Any = contextlib.nullcontext()
+        else:
+            loaded = load(settings)
+            activate, capabilities = loaded.bank.activate_weights, loaded.capabilities
+            router, tokenizer = loaded.router, loaded.tokenizer
+            generator = TransformersGenerator(
+                loaded.bank.model, tokenizer, generation_batch_size
+            )
+            context = mixed_precision(precision, loaded.bank.model)
+        chosen = tasks(settings, capabilities, episodes, EVAL_SEED_BASE)
+        with context:
+            report = evaluate_routing(
+                activate, capabilities.names, router, generator, tokenizer, chosen,
+                limits, capabilities.tool_format,
+            )  # fmt: skip
+        report = {
+            "kind": EVAL_MARKER,
+            "model": settings.model,
+            "adapters": str(capabilities.folder),
+            "backend": backend,
+            **report,
+        }
+        (staging / "report.json").write_text(
+            json.dumps(report, indent=2) + "\n", encoding="utf-8"
+        )
+        (staging / "report.md").write_text(markdown(report), encoding="utf-8")
+        plot_confusion(report, staging / "confusion.png")
+        plot_success(report, staging / "success.png")
+        move_into_place(staging, out)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return report
