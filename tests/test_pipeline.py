@@ -187,11 +187,19 @@ def test_the_ray_executor_trains_the_same_adapters(
         *(finished / "train" / "adapters").iterdir(),
         finished / "baselines" / "mixture",
     ]
+    # Equal up to float rounding: a Ray job runs torch on its own CPU count, and
+    # another thread count sums matmuls in another order (last bits differ).
+    from safetensors.torch import load_file
+
     for adapter in adapters:
         relative = adapter.relative_to(finished) / "adapter_model.safetensors"
-        assert (out / relative).read_bytes() == (finished / relative).read_bytes(), (
-            adapter.name
-        )
+        mine, reference = load_file(out / relative), load_file(finished / relative)
+        assert mine.keys() == reference.keys(), adapter.name
+        for key, tensor in reference.items():
+            difference = (mine[key] - tensor).abs().max().item()
+            assert difference <= 1e-4 * max(1.0, tensor.abs().max().item()), (
+                adapter.name, key, difference,
+            )  # fmt: skip
     assert "Table 3" in (out / "report" / "report.md").read_text()
 
 
