@@ -21,7 +21,7 @@ from typing import Any
 
 from factory.analyze.statistics import wilson
 from factory.outputs import write_json, write_text
-from trace_pipeline.context import TargetHandle
+from trace_pipeline.context import phone_target
 from trace_pipeline.targets import phone
 from trainer.config import EVAL_SEED_BASE
 from trainer.evaluation import mcnemar
@@ -54,12 +54,7 @@ def chosen_seeds(counts: dict[str, int], difficulty: dict[str, int]) -> dict[int
 def play(model: Any, tokenizer: Any, seeds: list[int], settings: argparse.Namespace,
          difficulty: dict[str, int]) -> list[dict[str, Any]]:  # fmt: skip
     """One greedy episode per seed: outcome, turns and transcript."""
-    handle = TargetHandle(
-        phone.ENV_ID,
-        "trace_pipeline.targets.phone",
-        {"name": phone.CAPABILITY, "description": phone.family().description},
-        {"difficulty": difficulty},
-    )
+    handle = phone_target(difficulty)
     limits = RolloutLimits(
         settings.max_turns, settings.max_new_tokens, settings.max_total_tokens, 0.0
     )

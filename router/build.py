@@ -16,18 +16,20 @@ from typing import Any
 from factory.outputs import recover, staging_beside, swap_in
 from router.capabilities import CapabilitySet, load_capabilities
 from router.errors import RouterError
+from router.prompt import EXAMPLE_TOKENS, TASK_TOKENS
 
 EVAL_MARKER = "trace-router-eval"
 
 
 @dataclass(frozen=True)
 class RouterSettings:
-    """The options the router's builders read (a command gives those it has)."""
+    """The options the router's builders read (a command gives those it has); the
+    defaults are the CLI's."""
 
     model: str
     adapters: str | None = None
-    example_tokens: int = 0
-    task_tokens: int = 0
+    example_tokens: int = EXAMPLE_TOKENS
+    task_tokens: int = TASK_TOKENS
     top_p: float = 0.9
     calibrate: bool = False
     mode: str = "argmax"
@@ -57,6 +59,7 @@ class Loaded:
 
 
 def load(settings: RouterSettings, need_probe: bool = False) -> Loaded:
+    """The base model with every adapter, the routing prompt, scorer, probe and router."""
     from router.adapters import AdapterBank
     from router.probe import load_probe
     from router.prompt import RoutingPrompt
@@ -130,6 +133,7 @@ def tasks(
     count: int,
     first_seed: int,
 ) -> list[Any]:
+    """`count` tasks per environment from `first_seed` on, each with its true target."""
     from router.routed import Task, first_observation
 
     return [
@@ -230,6 +234,7 @@ def base_backend(settings: RouterSettings) -> Any:
 
 
 def vllm_backend(settings: RouterSettings) -> Any:
+    """Routing by prompt log-probs and generation on a running vLLM server."""
     import openai
 
     from router.backends import VLLMServerBackend

@@ -19,7 +19,6 @@ from factory.version import add_version
 from router import build
 from router.build import RouterSettings
 from router.errors import RouterError
-from router.prompt import EXAMPLE_TOKENS, TASK_TOKENS
 
 
 def _settings(arguments: argparse.Namespace) -> RouterSettings:
@@ -135,19 +134,19 @@ def _common(
     parser.add_argument(
         "--example-tokens",
         type=int,
-        default=EXAMPLE_TOKENS,
+        default=RouterSettings.example_tokens,
         help="token budget of each example trajectory in the routing prompt",
     )
     parser.add_argument(
         "--task-tokens",
         type=int,
-        default=TASK_TOKENS,
+        default=RouterSettings.task_tokens,
         help="token budget of the task part",
     )
     parser.add_argument(
         "--top-p",
         type=float,
-        default=0.9,
+        default=RouterSettings.top_p,
         help="probability mass of top-p routing",
     )
     parser.add_argument(
@@ -280,7 +279,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--tool-format",
         choices=("json", "compact"),
-        default="json",
+        default=RouterSettings.tool_format,
         help="how tools are listed for a plain base model whose chat template has no "
         "tool role (adapters use the format they were trained with)",
     )

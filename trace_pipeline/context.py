@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,18 @@ class TargetHandle(EnvHandle):
 
     def make(self, **kwargs: Any) -> Any:
         return super().make(**self.kwargs, **kwargs)
+
+
+def phone_target(difficulty: Mapping[str, int]) -> TargetHandle:
+    """The built-in phone target's env handle with these knob values."""
+    from trace_pipeline.targets import phone
+
+    return TargetHandle(
+        phone.ENV_ID,
+        "trace_pipeline.targets.phone",
+        {"name": phone.CAPABILITY, "description": phone.family().description},
+        {"difficulty": dict(difficulty)},
+    )
 
 
 @dataclass
@@ -77,8 +89,6 @@ class Context:
 
     def target(self) -> EnvHandle:
         """The target's env handle (the phone target with its knob values applied)."""
-        from trace_pipeline.targets import phone
-
         if not self.config.target.playable:
             raise PipelineError(
                 "target kind trajectories has no environment to play the agent on; "
@@ -90,12 +100,7 @@ class Context:
             return resolve_env(str(self.config.target.env))
         if self.config.target.kind == "tau2":
             return self._tau2()
-        return TargetHandle(
-            phone.ENV_ID,
-            "trace_pipeline.targets.phone",
-            {"name": phone.CAPABILITY, "description": phone.family().description},
-            {"difficulty": dict(self.config.target.difficulty)},
-        )
+        return phone_target(self.config.target.difficulty)
 
     def _tau2(self) -> EnvHandle:
         from trace_pipeline.targets import tau2

@@ -209,7 +209,7 @@ def _fast_cpu_bf16() -> bool:
     """Whether this CPU has bfloat16 matmul instructions (AVX512-BF16 or AMX).
 
     AVX512 alone is not enough: on an AVX512 CPU without the BF16 extension a
-    512 x 1536 x 8960 bfloat16 matmul took 4.5x as long as in float32 (and the
+    512 x 1536 x 8960 bfloat16 matmul took 4.7x as long as in float32 (`benchmarks/bf16_matmul.py`) (and the
     1.5B demo's cold start ran at that pace).
     """
     import torch
