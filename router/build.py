@@ -38,6 +38,15 @@ class RouterSettings:
     tool_format: str = "json"
     vllm_url: str | None = None
 
+    def __post_init__(self) -> None:
+        """Settings that can never work are refused before any model is loaded."""
+        if not 0 < self.top_p <= 1:
+            raise RouterError(f"--top-p must be in (0, 1], not {self.top_p}")
+        if not 0 <= self.example_tokens <= 100_000:
+            raise RouterError("--example-tokens must be between 0 and 100000")
+        if not 16 <= self.task_tokens <= 100_000:
+            raise RouterError("--task-tokens must be between 16 and 100000")
+
     @classmethod
     def of(cls, options: dict[str, Any]) -> RouterSettings:
         """The settings among a command's parsed options (others are ignored)."""
@@ -90,6 +99,25 @@ def load(settings: RouterSettings, need_probe: bool = False) -> Loaded:
             f"--mode probe needs a fitted probe in {capabilities.folder}; run `router fit` first"
         )
     return Loaded(capabilities, bank, tokenizer, Router(scorer, probe, settings.top_p))
+
+
+def task_messages(messages: str | None, env: str | None, seed: int) -> list[Any]:
+    """`router route`'s task: a JSON file of chat messages, or an environment's first
+    observation at `seed`."""
+    from router.capabilities import read_json
+    from router.routed import first_observation
+    from trainer.envs import resolve_env
+
+    if messages:
+        loaded = read_json(Path(messages), "give a JSON list of chat messages")
+        if not isinstance(loaded, list) or not all(isinstance(m, dict) for m in loaded):
+            raise RouterError(
+                f"--messages {messages} must hold a JSON list of chat messages"
+            )
+        return loaded
+    if env:
+        return first_observation(resolve_env(env), seed)
+    raise RouterError("give the task: --env ENV [--seed N] or --messages FILE")
 
 
 def environments(

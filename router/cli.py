@@ -26,31 +26,16 @@ def _settings(arguments: argparse.Namespace) -> RouterSettings:
 
 
 def _route(arguments: argparse.Namespace) -> int:
-    from router.routed import first_observation
-    from trainer.envs import resolve_env
-
-    if arguments.messages:
-        from router.capabilities import read_json
-
-        messages = read_json(
-            Path(arguments.messages), "give a JSON list of chat messages"
-        )
-        if not isinstance(messages, list) or not all(
-            isinstance(m, dict) for m in messages
-        ):
-            raise RouterError(
-                f"--messages {arguments.messages} must hold a JSON list of chat messages"
-            )
-    elif arguments.env:
-        messages = first_observation(resolve_env(arguments.env), arguments.seed)
-    else:
-        raise RouterError("give the task: --env ENV [--seed N] or --messages FILE")
-    loaded = build.load(_settings(arguments), need_probe=arguments.mode == "probe")
+    settings = _settings(arguments)
+    messages = build.task_messages(arguments.messages, arguments.env, arguments.seed)
+    loaded = build.load(settings, need_probe=arguments.mode == "probe")
     print(json.dumps(loaded.router.route(messages, arguments.mode).as_dict(), indent=2))
     return 0
 
 
 def _fit(arguments: argparse.Namespace) -> int:
+    if not 0 < arguments.regularisation < float("inf"):
+        raise RouterError("--regularisation must be a positive number")
     if not 2 <= arguments.examples <= 100_000:
         raise RouterError("--examples must be between 2 and 100000 per environment")
     if not arguments.base_envs:
@@ -94,11 +79,23 @@ def _eval(arguments: argparse.Namespace) -> int:
 def _serve(arguments: argparse.Namespace) -> int:
     from router.serve import RoutedChat, attach, make_server
 
+    settings = _settings(arguments)
+    if not 0 <= arguments.port <= 65535:
+        raise RouterError(f"--port must be between 0 and 65535, not {arguments.port}")
+    if arguments.adapters is None:
+        if arguments.backend == "vllm":
+            raise RouterError(
+                "--backend vllm serves adapters; serve a plain model with `vllm serve MODEL`"
+            )
+        if arguments.mode != "argmax" or arguments.calibrate:
+            raise RouterError(
+                "routing settings need --adapters; drop them to serve the base model"
+            )
     server = make_server(
         None, arguments.host, arguments.port
     )  # before minutes of loading
     try:
-        backend = build.served_backend(_settings(arguments), arguments.backend)
+        backend = build.served_backend(settings, arguments.backend)
         attach(server, RoutedChat(backend))
         host, port = server.server_address[:2]
         what = (
@@ -179,7 +176,8 @@ def _envs(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from trainer.cli import add_number_options
+    from trainer.config import EVAL_SEED_BASE
+    from trainer.options import EVAL_EPISODES, add_number_options
     from trainer.settings import PRECISIONS
 
     parser = argparse.ArgumentParser(
@@ -197,10 +195,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--env", default=None, help="take the task from this environment"
     )
     route.add_argument(
+        "--task-seed",
         "--seed",
+        dest="seed",
         type=int,
-        default=2**30,
-        help="the environment seed (default: the first evaluation seed)",
+        default=EVAL_SEED_BASE,
+        help="the seed of the environment's task (default: the first evaluation seed)",
     )
     route.add_argument(
         "--messages", default=None, help="or a JSON file with the task's first messages"
@@ -243,7 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument(
         "--episodes",
         type=int,
-        default=20,
+        default=EVAL_EPISODES,
         help="tasks per environment",
     )
     evaluate.add_argument(
@@ -283,10 +283,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="how tools are listed for a plain base model whose chat template has no "
         "tool role (adapters use the format they were trained with)",
     )
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8000)
     serve.add_argument(
-        "--backend", choices=("transformers", "vllm"), default="transformers"
+        "--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every one)"
+    )
+    serve.add_argument("--port", type=int, default=8000, help="port to listen on")
+    serve.add_argument(
+        "--backend",
+        choices=("transformers", "vllm"),
+        default="transformers",
+        help="vllm: a vLLM server (--vllm-url) generates with the adapters",
     )
     serve.add_argument(
         "--vllm-url",
@@ -306,7 +311,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     arguments = build_parser().parse_args(argv)
     try:
-        _check_settings(arguments)
         return arguments.run(arguments)
     except (RouterError, TrainerError) as exc:
         print(f"router: error: {printable(exc)}", file=sys.stderr)
@@ -314,30 +318,6 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("router: interrupted; nothing was moved into place", file=sys.stderr)
         return 130
-
-
-def _check_settings(arguments: argparse.Namespace) -> None:
-    """Settings that can never work are refused before any model is loaded."""
-    if not 0 < arguments.top_p <= 1:
-        raise RouterError(f"--top-p must be in (0, 1], not {arguments.top_p}")
-    if not 0 <= arguments.example_tokens <= 100_000:
-        raise RouterError("--example-tokens must be between 0 and 100000")
-    if not 16 <= arguments.task_tokens <= 100_000:
-        raise RouterError("--task-tokens must be between 16 and 100000")
-    if not 0 <= getattr(arguments, "port", 0) <= 65535:
-        raise RouterError(f"--port must be between 0 and 65535, not {arguments.port}")
-    if arguments.run is _serve and arguments.adapters is None:
-        if arguments.backend == "vllm":
-            raise RouterError(
-                "--backend vllm serves adapters; serve a plain model with `vllm serve MODEL`"
-            )
-        if arguments.mode != "argmax" or arguments.calibrate:
-            raise RouterError(
-                "routing settings need --adapters; drop them to serve the base model"
-            )
-    regularisation = getattr(arguments, "regularisation", 1.0)
-    if not 0 < regularisation < float("inf"):
-        raise RouterError("--regularisation must be a positive number")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
+
+# Property tests check results, never time: a first example that imports scipy on a
+# busy machine must not fail on hypothesis' default 200 ms deadline.
+settings.register_profile("project", deadline=None)
+settings.load_profile("project")
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "capabilities"

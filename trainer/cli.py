@@ -18,64 +18,31 @@ import json
 import logging
 import signal
 import sys
-from dataclasses import fields
 from pathlib import Path
-from typing import Any
 
 from factory.errors import printable
 from factory.version import add_version
-from trainer.config import EVAL_SEED_BASE, TrainConfig
-from trainer.errors import Interrupted, TrainerError, first_line
+from trainer.errors import Interrupted, TrainerError
+from trainer.options import (
+    CONCURRENT_EPISODES,
+    DEFAULTS,
+    EVAL_EPISODES,
+    ROLLOUT_SETTINGS,
+    TRAIN_SETTINGS,
+    add_number_options,
+    parse,
+    require,
+    train_config,
+)
 from trainer.settings import BACKENDS, PRECISIONS, REPORTERS, SETTINGS, TOOL_FORMATS
-
-DEFAULTS = TrainConfig()
-# Options of both commands that set how long an episode and its calls may run.
-ROLLOUT_SETTINGS = (
-    "max_new_tokens",
-    "max_turns",
-    "max_total_tokens",
-    "temperature",
-    "step_timeout",
-)
-# `trainer train` options: every other number of TrainConfig (its default there, its
-# range and help in trainer.settings.SETTINGS), in the dataclass's order.
-TRAIN_SETTINGS = tuple(
-    f.name
-    for f in fields(TrainConfig)
-    if f.name in SETTINGS and f.name not in ROLLOUT_SETTINGS
-)
-CONFIG_LISTS = {
-    "lora_target_modules",
-    "env",
-}  # settings a --config file may give as a list
-
-
-def _config(arguments: argparse.Namespace) -> TrainConfig:
-    values = {
-        f.name: getattr(arguments, f.name)
-        for f in fields(TrainConfig)
-        if getattr(arguments, f.name, None) is not None
-    }
-    modules = values.get("lora_target_modules")
-    if isinstance(modules, str):
-        values["lora_target_modules"] = tuple(m.strip() for m in modules.split(","))
-    return TrainConfig(**values)
-
-
-def _need(arguments: argparse.Namespace, *names: str) -> None:
-    for name in names:
-        if not getattr(arguments, name, None):
-            raise TrainerError(
-                f"--{name} is required (on the command line or in the --config file)"
-            )
 
 
 def _train(arguments: argparse.Namespace) -> int:
     from trainer import checkpoint
     from trainer.run import open_run
 
-    _need(arguments, "env", "model", "out")
-    config = _config(arguments)
+    require(arguments, "env", "model", "out")
+    config = train_config(arguments)
     run = open_run(
         config,
         arguments.env,
@@ -107,67 +74,21 @@ def _train(arguments: argparse.Namespace) -> int:
 
 
 def _eval(arguments: argparse.Namespace) -> int:
-    from trainer.envs import resolve_envs
-    from trainer.evaluation import evaluate
-    from trainer.export import trained_with
-    from trainer.generation import TransformersGenerator
-    from trainer.models import load_adapter, load_base, mixed_precision
+    from trainer.evaluation import evaluate_model
     from trainer.rollout import RolloutLimits
-    from trainer.run import check_prompt
-    from trainer.settings import check
 
-    _need(arguments, "env", "model")
-    check("episodes", arguments.episodes)
-    check("concurrent_episodes", arguments.concurrent_episodes)
-    limits = RolloutLimits(
-        arguments.max_turns,
-        arguments.max_new_tokens,
-        arguments.max_total_tokens,
-        arguments.temperature,
-        arguments.step_timeout,
-    )
-    if arguments.adapter is not None and not (
-        arguments.adapter.strip() and Path(arguments.adapter).is_dir()
-    ):
-        raise TrainerError(
-            f"--adapter: {arguments.adapter} is not a folder; give one written by `trainer train`"
-        )
-    handle = resolve_envs(arguments.env)
-    # An adapter is evaluated with the prompt format it was trained with, unless told.
-    trained = trained_with(arguments.adapter)
-    chat_template = arguments.chat_template or trained.get("chat_template")
-    tool_format = arguments.tool_format or trained.get("config", {}).get(
-        "tool_format", DEFAULTS.tool_format
-    )
-    if tool_format not in TOOL_FORMATS:
-        raise TrainerError(
-            f"--tool-format must be one of {', '.join(TOOL_FORMATS)}, not {tool_format!r}"
-        )
-    model, tokenizer = load_base(
-        arguments.model, chat_template=chat_template, precision=arguments.precision
-    )
-    check_prompt(handle, tokenizer, limits, tool_format, EVAL_SEED_BASE)
-    if arguments.adapter:
-        model = load_adapter(model, arguments.adapter)
-    with mixed_precision(arguments.precision, model):
-        report = evaluate(
-            handle,
-            TransformersGenerator(model, tokenizer),
-            tokenizer,
-            arguments.episodes,
-            limits,
-            EVAL_SEED_BASE,
-            tool_format,
-            arguments.concurrent_episodes,
-        )
-    report.update(
-        {
-            "env": handle.env_id,
-            "model": arguments.model,
-            "adapter": arguments.adapter,
-            "chat_template": chat_template,
-            "tool_format": tool_format,
-        }
+    require(arguments, "env", "model")
+    limits = RolloutLimits(**{n: getattr(arguments, n) for n in ROLLOUT_SETTINGS})
+    report = evaluate_model(
+        arguments.env,
+        arguments.model,
+        arguments.adapter,
+        limits,
+        arguments.episodes,
+        chat_template=arguments.chat_template,
+        tool_format=arguments.tool_format,
+        precision=arguments.precision,
+        concurrent=arguments.concurrent_episodes,
     )
     print(json.dumps(report, indent=2))
     return 0
@@ -190,19 +111,6 @@ def _compare(arguments: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 0
-
-
-def add_number_options(parser: argparse.ArgumentParser, names: tuple[str, ...]) -> None:
-    """One option per TrainConfig number: typed and defaulted like the field, with the
-    help its `trainer.settings.SETTINGS` entry gives."""
-    for name in names:
-        default = getattr(DEFAULTS, name)
-        parser.add_argument(
-            "--" + name.replace("_", "-"),
-            type=type(default),
-            default=default,
-            help=SETTINGS[name].help,
-        )
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -295,12 +203,12 @@ def _commands() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPar
         "--adapter", default=None, help="adapter folder (default: the base model)"
     )
     evaluate.add_argument(
-        "--episodes", type=int, default=50, help=SETTINGS["episodes"].help
+        "--episodes", type=int, default=EVAL_EPISODES, help=SETTINGS["episodes"].help
     )
     evaluate.add_argument(
         "--concurrent-episodes",
         type=int,
-        default=64,
+        default=CONCURRENT_EPISODES,
         help=SETTINGS["concurrent_episodes"].help,
     )
     evaluate.set_defaults(run=_eval)
@@ -329,112 +237,13 @@ def build_parser() -> argparse.ArgumentParser:
     return _commands()[0]
 
 
-MAX_CONFIG_BYTES = 1_000_000
-
-
-def _setting(path: str, key: object, value: object, action: argparse.Action) -> object:
-    """One --config value, checked against its option's kind and converted like a flag."""
-    shown = repr(value)[:80]
-    if action.nargs == 0:  # --resume, --force: only true or false
-        if not isinstance(value, bool):
-            raise TrainerError(
-                f"--config {path}: {key} must be true or false, not {shown}"
-            )
-        return value
-    if action.dest == "env" and isinstance(value, str):
-        value = [value]
-    if action.dest in CONFIG_LISTS and isinstance(value, list):
-        if not value or not all(isinstance(v, str) and v for v in value):
-            raise TrainerError(f"--config {path}: {key} must be a list of names")
-        return value if action.dest == "env" else ",".join(value)
-    if action.type is None:  # paths, names and choices: text only
-        if not isinstance(value, str):
-            raise TrainerError(f"--config {path}: {key} must be text, not {shown}")
-        converted: object = value
-    else:
-        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-            raise TrainerError(f"--config {path}: {key} must be a number, not {shown}")
-        if action.type is int and isinstance(value, float) and not value.is_integer():
-            raise TrainerError(
-                f"--config {path}: {key} must be a whole number, not {shown}"
-            )
-        try:
-            converted = action.type(value)
-        except (TypeError, ValueError, OverflowError):
-            raise TrainerError(f"--config {path}: {key} cannot be {shown}") from None
-    if action.choices is not None and converted not in action.choices:
-        raise TrainerError(
-            f"--config {path}: {key} must be one of {', '.join(map(str, action.choices))}"
-        )
-    return converted
-
-
-def _config_file(path: str, command: argparse.ArgumentParser) -> dict[str, Any]:
-    """The settings of a --config YAML file, keyed by option destination and checked."""
-    import yaml
-
-    try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read(MAX_CONFIG_BYTES + 1)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TrainerError(f"--config {path}: cannot read it as text ({exc})") from None
-    if len(text) > MAX_CONFIG_BYTES:
-        raise TrainerError(
-            f"--config {path} is larger than 1 MB; a run's settings fit in a few lines"
-        )
-    try:
-        values = yaml.safe_load(text)
-    except Exception as exc:  # noqa: BLE001 - PyYAML raises YAMLError, ValueError, RecursionError
-        raise TrainerError(
-            f"--config {path} is not valid YAML ({first_line(exc, 200)})"
-        ) from None
-    if values is None:
-        return {}
-    if not isinstance(values, dict):
-        raise TrainerError(
-            f"--config {path} must be a mapping of option names to values"
-        )
-    known = {
-        a.dest: a
-        for a in command._actions  # argparse has no public list of a parser's options
-        if a.option_strings and a.dest not in ("help", "config")
-    }
-    settings = {}
-    for key, value in values.items():
-        dest = str(key).replace("-", "_")
-        if dest not in known:
-            raise TrainerError(
-                f"--config {path}: unknown setting {str(key)[:80]!r}; "
-                f"known: {', '.join(sorted(known))}"
-            )
-        settings[dest] = _setting(path, key, value, known[dest])
-    return settings
-
-
-def parse(argv: list[str] | None) -> argparse.Namespace:
-    """Command-line arguments over the --config file's settings over the defaults."""
-    parser, commands = _commands()
-    arguments = parser.parse_args(argv)
-    if arguments.config:
-        command = commands[arguments.command]
-        settings = _config_file(arguments.config, command)
-        given = sys.argv[1:] if argv is None else argv
-        if any(a == "--env" or a.startswith("--env=") for a in given):
-            settings.pop(
-                "env", None
-            )  # --env on the command line replaces the file's list
-        command.set_defaults(**settings)
-        arguments = parser.parse_args(argv)
-    return arguments
-
-
 def main(argv: list[str] | None = None) -> int:
     """Entry point: bad input exits 2 with a message naming the fix."""
     logging.basicConfig(
         level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
     try:
-        arguments = parse(argv)
+        arguments = parse(*_commands(), argv)
         return arguments.run(arguments)
     except TrainerError as exc:
         print(f"trainer: error: {printable(exc)}", file=sys.stderr)

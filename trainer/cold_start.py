@@ -157,3 +157,21 @@ def run(
         desc="cold start",
         share_prefix=config.lora_dropout == 0,
     )["epoch_losses"]
+
+
+def from_gold(
+    model: Any,
+    handle: EnvHandle,
+    tokenizer: Any,
+    config: TrainConfig,
+    pad: int,
+    rng: random.Random,
+    rank: int = 0,
+    world: int = 1,
+) -> list[float]:
+    """The cold start of `trainer train`: this rank's share of `config.cold_start` gold
+    demonstrations for `config.cold_start_epochs` epochs; each epoch's mean L_SFT."""
+    rows = demonstrations(
+        handle, tokenizer, config.cold_start, config.tool_format, config.step_timeout
+    )[rank::world]
+    return run(model, rows, config, pad, rng)

@@ -26,10 +26,11 @@ class TrainConfig:
     iterations: int = 40
     groups: int = 4  # G: seeds (prompts) per iteration
     group_size: int = 8  # K: episodes per seed
-    max_new_tokens: int = 256
-    max_turns: int = 10
-    max_total_tokens: int = 4096
-    temperature: float = 1.0
+    # How long an episode and its calls may run: RolloutLimits' defaults, declared there.
+    max_new_tokens: int = RolloutLimits.max_new_tokens
+    max_turns: int = RolloutLimits.max_turns
+    max_total_tokens: int = RolloutLimits.max_total_tokens
+    temperature: float = RolloutLimits.temperature
     learning_rate: float = 1e-5
     # GRPO optimizer steps over which the learning rate rises linearly to learning_rate
     warmup_steps: int = 0
@@ -69,7 +70,9 @@ class TrainConfig:
     hint_share: float = 0.0
     seed: int = 0
     backend: str = "transformers"
-    step_timeout: float = 60.0  # seconds one environment call may take
+    step_timeout: float = (
+        RolloutLimits.step_timeout
+    )  # seconds one environment call may take
     report_to: str = "none"  # or tensorboard, wandb: where metrics also go
     extra: dict[str, Any] = field(default_factory=dict)
 

@@ -131,3 +131,73 @@ def _report(played: Sequence[Episode], seeds: Sequence[int]) -> dict[str, Any]:
         "seeds": [seeds[0], seeds[-1]],
         "outcomes": [bool(e.success) for e in played],
     }
+
+
+def evaluate_model(
+    env: str | list[str],
+    model: str,
+    adapter: str | None,
+    limits: RolloutLimits,
+    episodes: int,
+    *,
+    chat_template: str | None = None,
+    tool_format: str | None = None,
+    precision: str = "fp32",
+    concurrent: int = 0,
+) -> dict[str, Any]:
+    """`trainer eval`: a base model, or it with an adapter, on evaluation seeds.
+
+    An adapter is played with the chat template and tool format it was trained
+    with unless they are given; the report names the model, adapter and formats.
+    """
+    from pathlib import Path
+
+    from trainer.config import EVAL_SEED_BASE, TrainConfig
+    from trainer.envs import resolve_envs
+    from trainer.errors import TrainerError
+    from trainer.export import trained_with
+    from trainer.generation import TransformersGenerator
+    from trainer.models import load_adapter, load_base, mixed_precision
+    from trainer.run import check_prompt
+    from trainer.settings import TOOL_FORMATS, check
+
+    check("episodes", episodes)
+    check("concurrent_episodes", concurrent)
+    if adapter is not None and not (adapter.strip() and Path(adapter).is_dir()):
+        raise TrainerError(
+            f"--adapter: {adapter} is not a folder; give one written by `trainer train`"
+        )
+    handle = resolve_envs(env)
+    trained = trained_with(adapter)
+    chat_template = chat_template or trained.get("chat_template")
+    tool_format = tool_format or trained.get("config", {}).get(
+        "tool_format", TrainConfig.tool_format
+    )
+    if tool_format not in TOOL_FORMATS:
+        raise TrainerError(
+            f"--tool-format must be one of {', '.join(TOOL_FORMATS)}, not {tool_format!r}"
+        )
+    base, tokenizer = load_base(model, chat_template=chat_template, precision=precision)
+    check_prompt(handle, tokenizer, limits, tool_format, EVAL_SEED_BASE)
+    policy = load_adapter(base, adapter) if adapter else base
+    with mixed_precision(precision, policy):
+        report = evaluate(
+            handle,
+            TransformersGenerator(policy, tokenizer),
+            tokenizer,
+            episodes,
+            limits,
+            EVAL_SEED_BASE,
+            tool_format,
+            concurrent,
+        )
+    report.update(
+        {
+            "env": handle.env_id,
+            "model": model,
+            "adapter": adapter,
+            "chat_template": chat_template,
+            "tool_format": tool_format,
+        }
+    )
+    return report

@@ -194,14 +194,9 @@ def train(
 
     with _Stop(droppable=world == 1) as stop:
         if config.cold_start and not resume:
-            rows = cold_start.demonstrations(
-                handle,
-                tokenizer,
-                config.cold_start,
-                config.tool_format,
-                config.step_timeout,
-            )[rank::world]
-            losses = cold_start.run(model, rows, config, pad, rng)
+            losses = cold_start.from_gold(
+                model, handle, tokenizer, config, pad, rng, rank, world
+            )
             if rank == 0:
                 checkpoint.save(
                     out,

@@ -181,3 +181,48 @@ def write_chart(
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)
+
+
+def console_summary(
+    analysis: Any, specs: Sequence[Path], inputs: int, output: Path
+) -> str:
+    """What `factory analyze` prints: counts, each capability's figures, the truth's
+    labelling accuracy when given, and the specs written with the next command."""
+    failed = sum(not t.success for t in analysis.trajectories)
+    skipped = (
+        f"; skipped {len(analysis.skipped)} bad record(s)" if analysis.skipped else ""
+    )
+    lines = [
+        f"analysed {len(analysis.trajectories)} trajectories ({failed} failed) "
+        f"from {inputs} input(s){skipped}"
+    ]
+    lines += [f"  ignored {ignored}" for ignored in analysis.ignored]
+    lines += [
+        f"  {'RETAINED' if s.retained else 'dropped ':<9}{s.capability:<32} "
+        f"ER+ {s.full.er_pos:.2f}  ER- {s.full.er_neg:.2f}  gap {s.gap_mean:+.2f}"
+        f" ± {s.gap_std:.2f}  coverage {s.coverage_mean:.2f} ± {s.coverage_std:.2f}"
+        f"  runs {s.runs_selected}/{s.runs_total}"
+        for s in analysis.selections
+    ]
+    lines.append(f"\nwrote {output / 'report.md'}, report.json, capabilities.png")
+    truth = analysis.truth
+    if truth is not None:
+        lines.append(
+            f"labelling accuracy on {truth['runs_scored']} runs with known labels:"
+        )
+        lines += [
+            f"  {name:<32} precision {_value(row['precision'])}  recall "
+            f"{_value(row['recall'])}  false LACKING on passed "
+            f"{_value(row['false_lacking_on_success'])}"
+            for name, row in truth["capabilities"].items()
+        ]
+        lines.append(
+            f"  retained set {'matches' if truth['retained_matches'] else 'does NOT match'}"
+            f" the capabilities lacking in >= {RETAIN_SHARE:.0%} of failures"
+        )
+    lines += [f"spec: {spec}   next: factory generate {spec}" for spec in specs]
+    return "\n".join(lines)
+
+
+def _value(rate: dict[str, Any]) -> str:
+    return "-" if rate["value"] is None else f"{rate['value']:.2f}"

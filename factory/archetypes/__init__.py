@@ -38,4 +38,33 @@ def supported_pairs() -> list[tuple[str, str]]:
     return [(a.id, kit) for a in archetypes().values() for kit in a.kits]
 
 
-__all__ = ["GROUP", "Archetype", "archetypes", "supported_pairs"]
+def support_table() -> str:
+    """`factory kits`: which (archetype, kit) pairs build offline, the kits, the knobs."""
+    from factory.kits import kits as load_kits
+
+    kits, known = load_kits(), archetypes()
+    width = max(len(a) for a in known)
+    lines = [
+        "Supported (archetype, kit) pairs for the offline template backend:\n",
+        f"  {'archetype':<{width}}  " + "  ".join(f"{k:<8}" for k in kits),
+    ]
+    for archetype in known.values():
+        marks = "  ".join(f"{'yes' if k in archetype.kits else '-':<8}" for k in kits)
+        lines.append(f"  {archetype.id:<{width}}  {marks}")
+    lines.append("\nKits:")
+    lines += [
+        f"  {kit.id:<8} {kit.title}: {len(kit.schemas)} tools, as {kit.benchmark}"
+        for kit in kits.values()
+    ]
+    lines.append("\nDifficulty knobs (generation.difficulty), per task module:")
+    for archetype in known.values():
+        for kit in archetype.kits:
+            knobs = ", ".join(
+                f"{k.name}={k.default} [{k.minimum}-{k.maximum}]"
+                for k in archetype.knobs(kit)
+            )
+            lines.append(f"  {archetype.id + '/' + kit:<{width + 9}}  {knobs}")
+    return "\n".join(lines)
+
+
+__all__ = ["GROUP", "Archetype", "archetypes", "support_table", "supported_pairs"]

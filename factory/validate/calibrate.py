@@ -332,3 +332,65 @@ def write_difficulty(
             f"--spec: cannot write {spec_path} ({exc.strerror})"
         ) from None
     return text
+
+
+def calibrate_package(
+    package: Path,
+    model: str,
+    seeds: Sequence[int],
+    samples: int,
+    *,
+    adapter: str | None = None,
+    temperature: float = 1.0,
+    max_tokens: int = 512,
+    spec: Path | None = None,
+    tune_knobs: bool = False,
+    say: Callable[[str], None] = print,
+) -> Calibration:
+    """`factory calibrate`: play a package with a local model or an endpoint's.
+
+    With `tune_knobs`, search the package's difficulty knobs for the band's middle
+    and write the best into `spec`; the returned calibration is checked against
+    the band either way.
+    """
+    env_class = package_env(package)
+    local = Path(model).is_dir() or model.endswith(".gguf")
+    if adapter and not local:
+        raise FactoryError(
+            "--adapter needs a local model folder as --model; an endpoint serves "
+            "its adapters by model name"
+        )
+    if tune_knobs and spec is None:
+        raise FactoryError(
+            "--tune writes the knobs into a spec: pass --spec capability.json"
+        )
+
+    def play(difficulty: dict[str, int] | None) -> Calibration:
+        if local:
+            return local_player()(
+                str(package), model, seeds, samples, adapter, temperature,
+                max_tokens, difficulty,
+            )  # fmt: skip
+        return calibrate_openai(
+            env_class, model, seeds, samples, temperature, max_tokens,
+            difficulty=difficulty,
+        )  # fmt: skip
+
+    if tune_knobs and spec is not None:
+        family = env_class.family
+        tuned_spec(spec, family.name)
+        best, result, tried = tune(play, family.knobs, family.difficulty)
+        for setting, figures in tried:
+            say(
+                f"  {json.dumps(setting)}: success {figures.success_rate:.2f}, "
+                f"informative {figures.informative_share:.0%}"
+            )
+        write_difficulty(spec, family.name, best)
+        say(
+            f"wrote generation.difficulty={json.dumps(best)} into {spec}; "
+            f"rebuild and validate: factory generate {spec} --force"
+        )
+    else:
+        result = play(None)
+    result.check_band()
+    return result

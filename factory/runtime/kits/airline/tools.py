@@ -1,7 +1,7 @@
 """Tool implementations of the Airline (tau2-bench) kit, named and typed as tau2-bench airline domain (sierra-research/tau2-bench).
 
 Each tool does what tau2-bench's own airline tool does, with its error
-messages, result fields and new ids: tests/test_tau2_differential.py runs the
+messages, result fields and new ids: tests/factory/test_tau2_differential.py runs the
 same calls through both. Like tau2, the tools check data (ids, seats, balances,
 totals) but not policy (who may cancel, cabin and passenger limits): that is
 the agent's job, stated in the policy. Every tool checks before it touches the

@@ -1,7 +1,7 @@
 """Tool implementations of the Retail kit, named and typed as tau2-bench retail.
 
 Each tool does what tau2-bench's own retail tool does, with its error messages
-and result fields: tests/test_tau2_differential.py runs the same calls through
+and result fields: tests/factory/test_tau2_differential.py runs the same calls through
 both. Like tau2, the tools check data (ids, statuses, balances) but leave
 policy (confirmation, one modification per order) to the agent. Every tool
 checks before it touches the state, so a call that fails with `ToolError`

@@ -17,7 +17,7 @@ import pytest
 from trace_pipeline.cli import main
 from trace_pipeline.stages import NAMES
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "examples" / "pipelines" / "phone_tiny.yaml"
 
 

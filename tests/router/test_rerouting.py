@@ -6,7 +6,7 @@ import json
 
 from router.modes import Route
 from router.routed import Task, first_observation, play_rerouting
-from tests.test_trainer_units import ScriptedGenerator
+from tests.trainer.test_rollout import ScriptedGenerator
 from trace_pipeline.context import TargetHandle
 from trace_pipeline.targets import phone
 from trainer.rollout import RolloutLimits

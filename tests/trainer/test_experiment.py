@@ -1,4 +1,6 @@
-"""benchmarks/learning_curve.py's reuse of an earlier cold-start point and its paired tests."""
+"""The experiment protocol (trainer.experiment) and its command line,
+benchmarks/learning_curve.py: reuse of an earlier cold-start point, the SFT control,
+stops, and the paired tests."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import sys
 import pytest
 
 from tests.conftest import ROOT
+from trainer import experiment
 from trainer.config import TrainConfig
 
 _spec = importlib.util.spec_from_file_location(
@@ -36,7 +39,7 @@ def _earlier(tmp_path, config: TrainConfig, outcomes: list[bool], digest="a" * 6
 def test_the_earlier_cold_start_point_is_reused_on_the_first_seeds(tmp_path) -> None:
     config = TrainConfig(cold_start=24, lora_target_modules=("q_proj", "v_proj"))
     path = _earlier(tmp_path, config, [True, False, False, True, True])
-    point = learning_curve.earlier_cold_start(path, config, ENV, "m", 4)
+    point = experiment.earlier_cold_start(path, config, ENV, "m", 4)
     assert point["outcomes"] == [True, False, False, True]
     assert point["success_rate"] == 0.5
     assert point["reused_from"] == str(path)
@@ -55,7 +58,7 @@ def test_another_cold_start_or_evaluation_setting_is_refused(
 ) -> None:
     path = _earlier(tmp_path, TrainConfig(cold_start=24), [True] * 4)
     with pytest.raises(ValueError, match=named):
-        learning_curve.earlier_cold_start(
+        experiment.earlier_cold_start(
             path, TrainConfig(**{"cold_start": 24, **change}), ENV, "m", 4
         )
 
@@ -63,18 +66,18 @@ def test_another_cold_start_or_evaluation_setting_is_refused(
 def test_too_few_earlier_seeds_another_env_or_model_is_refused(tmp_path) -> None:
     path = _earlier(tmp_path, TrainConfig(), [True] * 3)
     with pytest.raises(ValueError, match="on 4 evaluation seeds"):
-        learning_curve.earlier_cold_start(path, TrainConfig(), ENV, "m", 4)
+        experiment.earlier_cold_start(path, TrainConfig(), ENV, "m", 4)
     with pytest.raises(ValueError, match="not 'trace/Other-v0'"):
-        learning_curve.earlier_cold_start(path, TrainConfig(), "trace/Other-v0", "m", 3)
+        experiment.earlier_cold_start(path, TrainConfig(), "trace/Other-v0", "m", 3)
     with pytest.raises(ValueError, match="model 'm', not 'n'"):
-        learning_curve.earlier_cold_start(path, TrainConfig(), ENV, "n", 3)
+        experiment.earlier_cold_start(path, TrainConfig(), ENV, "n", 3)
 
 
 def test_a_point_without_its_adapter_digest_is_refused(tmp_path) -> None:
     # Nothing could show this run's cold start trained the adapter it measured.
     path = _earlier(tmp_path, TrainConfig(), [True] * 4, digest=None)
     with pytest.raises(ValueError, match="records no SHA-256"):
-        learning_curve.earlier_cold_start(path, TrainConfig(), ENV, "m", 4)
+        experiment.earlier_cold_start(path, TrainConfig(), ENV, "m", 4)
 
 
 @pytest.mark.parametrize(
@@ -100,7 +103,7 @@ def test_a_control_for_a_malformed_or_other_run_is_refused_before_training(
     path = tmp_path / "learning_curve.json"
     path.write_text(json.dumps(earlier))
     with pytest.raises(ValueError, match=re.escape(named)):
-        learning_curve.earlier_grpo_point(path, config)
+        experiment.earlier_grpo_point(path, config)
 
 
 def test_a_run_older_than_a_setting_ran_at_its_default(tmp_path) -> None:
@@ -116,14 +119,12 @@ def test_a_run_older_than_a_setting_ran_at_its_default(tmp_path) -> None:
     }  # fmt: skip
     path = tmp_path / "learning_curve.json"
     path.write_text(json.dumps(earlier))
-    assert learning_curve.earlier_grpo_point(path, config)["point"]["outcomes"] == [
+    assert experiment.earlier_grpo_point(path, config)["point"]["outcomes"] == [
         True,
         True,
     ]
     with pytest.raises(ValueError, match="sft_coef"):
-        learning_curve.earlier_grpo_point(
-            path, TrainConfig(cold_start=24, sft_coef=0.1)
-        )
+        experiment.earlier_grpo_point(path, TrainConfig(cold_start=24, sft_coef=0.1))
 
 
 def test_a_point_cut_off_after_some_waves_is_paired_on_the_seeds_it_played(
@@ -131,9 +132,7 @@ def test_a_point_cut_off_after_some_waves_is_paired_on_the_seeds_it_played(
 ) -> None:
     cold = {"point": "after cold start", "outcomes": [False, False, True, False]}
     grpo = {"point": "after GRPO", "outcomes": [True, True], "partial": True}
-    learning_curve.write_summary(
-        ENV, "m", TrainConfig(), [cold, grpo], [], 0.0, tmp_path
-    )
+    experiment.write_summary(ENV, "m", TrainConfig(), [cold, grpo], [], 0.0, tmp_path)
     summary = json.loads((tmp_path / "learning_curve.json").read_text())
     test = summary["paired_tests"]["after GRPO vs after cold start"]
     assert (test["only_first"], test["only_second"], test["seeds"]) == (2, 0, 2)

@@ -14,7 +14,7 @@ import pytest
 from factory.validate import sandbox
 from factory.validate.runner import validate_package
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SECRET = "sk-canary-4f1d2e"
 
 MODES = [pytest.param((False, False), id="audit-hook-only")]

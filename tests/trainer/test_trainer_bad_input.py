@@ -439,7 +439,7 @@ def test_the_cli_starts_without_torch_so_ctrl_c_while_it_loads_is_handled() -> N
     code = (
         "import sys, trainer.cli\n"
         "assert 'torch' not in sys.modules, 'torch loads before main() can catch Ctrl-C'\n"
-        "trainer.cli.parse(['train', '--help'])\n"
+        "trainer.cli.build_parser().parse_args(['train', '--help'])\n"
     )
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True

@@ -9,7 +9,7 @@ import pytest
 
 from factory.generate.code_checks import check_task_module
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCHEMAS = json.loads((ROOT / "factory/runtime/kits/phone/kit.json").read_text())[
     "tools"
 ]

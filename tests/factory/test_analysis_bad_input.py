@@ -12,7 +12,7 @@ import pytest
 
 from factory.analyze.simulate import simulate
 from factory.cli import main
-from tests.test_analysis_llm import PACKAGES
+from tests.factory.test_analysis_llm import PACKAGES
 
 RUNS = simulate(PACKAGES, {}, 6, seed=3)
 

@@ -15,7 +15,7 @@ from trace_pipeline.context import Context
 from trace_pipeline.store import RunFolder
 from trainer.config import EVAL_SEED_BASE
 
-STANDINS = Path(__file__).resolve().parent / "standins"
+STANDINS = Path(__file__).resolve().parents[1] / "standins"
 
 
 @pytest.fixture

@@ -1,0 +1,81 @@
+"""One vocabulary: every option of the four CLIs has help, and an option name means
+one thing with one default wherever it appears."""
+
+from __future__ import annotations
+
+import argparse
+from collections import defaultdict
+
+from factory.cli import build_parser as factory_parser
+from router.cli import build_parser as router_parser
+from trace_pipeline.cli import build_parser as trace_parser
+from trainer.cli import build_parser as trainer_parser
+
+# An output folder's default is the command's own product (generated_envs, models).
+PER_COMMAND_DEFAULT = {"--out"}
+
+
+def _options() -> dict[str, list[tuple[str, argparse.Action]]]:
+    """Each option's canonical (first) name -> every (command, action) declaring it."""
+    found: dict[str, list[tuple[str, argparse.Action]]] = defaultdict(list)
+
+    def walk(parser: argparse.ArgumentParser, command: str) -> None:
+        for action in parser._actions:  # argparse has no public list of options
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    walk(sub, f"{command} {name}")
+            elif action.option_strings and action.dest not in ("help", "version"):
+                found[action.option_strings[0]].append((command, action))
+
+    for build, command in (
+        (factory_parser, "factory"),
+        (trainer_parser, "trainer"),
+        (router_parser, "router"),
+        (trace_parser, "trace"),
+    ):
+        walk(build(), command)
+    return found
+
+
+def _kind(action: argparse.Action) -> str:
+    """What an option's value is: text, a flag, or the type its parser makes of "1"
+    (a range-checked int is an int)."""
+    if action.nargs == 0:
+        return "flag"
+    if action.type is None:
+        return "text"
+    return type(action.type("1")).__name__
+
+
+def test_every_option_of_every_cli_has_help() -> None:
+    missing = [
+        f"{command} {name}"
+        for name, uses in _options().items()
+        for command, action in uses
+        if not (action.help and action.help.strip())
+    ]
+    assert missing == []
+
+
+def test_an_option_has_one_default_wherever_it_appears() -> None:
+    """None means "from the input" (the spec's seeds, the adapter's format) and is
+    allowed beside a value; two different values are not."""
+    options = _options()
+    assert len(options) > 40  # the walk reached every subcommand
+    clashes = {}
+    for name, uses in options.items():
+        defaults = {repr(a.default) for _, a in uses if a.default is not None}
+        if len(defaults) > 1 and name not in PER_COMMAND_DEFAULT:
+            clashes[name] = [(command, a.default) for command, a in uses]
+    assert clashes == {}
+
+
+def test_an_option_means_one_kind_of_value_wherever_it_appears() -> None:
+    """Same name, same type and same choices: `--backend` is the rollout engine in
+    every command (factory generate's code writer is `--codegen`)."""
+    clashes = {}
+    for name, uses in _options().items():
+        kinds = {(_kind(a), tuple(a.choices or ()), a.nargs) for _, a in uses}
+        if len(kinds) > 1:
+            clashes[name] = sorted(map(str, kinds))
+    assert clashes == {}

@@ -1,0 +1,347 @@
+"""Rollouts: sampled-token masks, progress, faulty environments, kept caches, mixtures."""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+
+import pytest
+import torch
+
+from tests.conftest import ROOT
+from trainer.config import TrainConfig
+from trainer.envs import resolve_env
+from trainer.errors import TrainerError
+from trainer.generation import VLLMGenerator
+from trainer.rollout import Ending, RolloutLimits, Sample, collect
+
+
+class ScriptedGenerator:
+    """Returns fixed token sequences, turn after turn, and records what it was asked."""
+
+    def __init__(self, tokenizer, replies: list[str]) -> None:
+        self.tokenizer, self.replies, self.calls = tokenizer, replies, 0
+        self.samples: list[list[int]] = []
+        self.resumed: list[bool] = []
+
+    def generate(self, prompts, max_new_tokens, temperature, resume=False):
+        self.resumed.append(resume)
+        out = []
+        for _ in prompts:
+            ids = self.tokenizer(
+                self.replies[min(self.calls, len(self.replies) - 1)],
+                add_special_tokens=False,
+            )["input_ids"]
+            ids = ids + [self.tokenizer.eos_token_id]
+            self.samples.append(ids)
+            out.append(Sample(ids, [-0.5] * len(ids)))
+        self.calls += 1
+        return out
+
+
+def test_mask_covers_exactly_the_sampled_tokens(tiny_tokenizer) -> None:
+    handle = resolve_env(str(ROOT / "generated_envs" / "date_time_recovery"))
+    generator = ScriptedGenerator(
+        tiny_tokenizer,
+        [
+            '<tool_call>{"name": "get_current_timestamp", "arguments": {}}</tool_call>',
+            "All set.",
+        ],
+    )
+    ((episode,),) = collect(
+        handle,
+        generator,
+        tiny_tokenizer,
+        [5],
+        1,
+        RolloutLimits(max_turns=5, max_total_tokens=100_000),
+    )
+    assert len(episode.tokens) == len(episode.mask) == len(episode.logprobs)
+    sampled = [t for t, m in zip(episode.tokens, episode.mask, strict=True) if m]
+    assert sampled == [t for sample in generator.samples for t in sample]
+    # Only the turns after the first extend what the generator saw before.
+    assert generator.resumed == [False, True]
+    assert all(
+        lp == 0.0 for lp, m in zip(episode.logprobs, episode.mask, strict=True) if not m
+    )
+    text = tiny_tokenizer.decode(
+        [t for t, m in zip(episode.tokens, episode.mask, strict=True) if not m]
+    )
+    assert "<|im_start|>tool" in text and "All set." not in text
+    assert [m["role"] for m in episode.messages][-4:] == [
+        "assistant",
+        "tool",
+        "assistant",
+        "user",
+    ]
+    assert episode.done and episode.turns == 2 and episode.reward == 0.0
+
+
+def test_collect_counts_finished_episodes_on_its_progress_bar(
+    tiny_tokenizer, monkeypatch
+) -> None:
+    bars = []
+
+    class Bar:
+        def __init__(self, **kwargs) -> None:
+            self.kwargs, self.n, self.closed = kwargs, 0, False
+            bars.append(self)
+
+        def update(self, n: int) -> None:
+            self.n += n
+
+        def close(self) -> None:
+            self.closed = True
+
+    monkeypatch.setattr("trainer.rollout.tqdm", Bar)
+    handle = resolve_env(str(ROOT / "generated_envs" / "date_time_recovery"))
+    replies = [
+        '<tool_call>{"name": "get_current_timestamp", "arguments": {}}</tool_call>',
+        "All set.",
+    ]
+    limits = RolloutLimits(max_turns=5, max_total_tokens=100_000)
+    collect(
+        handle,
+        ScriptedGenerator(tiny_tokenizer, replies),
+        tiny_tokenizer,
+        [1, 2, 3],
+        2,
+        limits,
+        progress="evaluation",
+    )
+    collect(
+        handle,
+        ScriptedGenerator(tiny_tokenizer, replies),
+        tiny_tokenizer,
+        [1],
+        1,
+        limits,
+    )
+    shown, quiet = bars
+    assert shown.kwargs["desc"] == "evaluation" and shown.kwargs["total"] == 6
+    assert shown.n == 6 and shown.closed and shown.kwargs["disable"] is None
+    assert quiet.kwargs["disable"] is True
+
+
+def _hang(*args, **kwargs):
+    import time
+
+    time.sleep(30)
+
+
+def _faulty(where: str, answer):
+    """A make() whose environments misbehave at `where` ("make", "reset" or "step")."""
+    handle = resolve_env(str(ROOT / "generated_envs" / "date_time_recovery"))
+    original = handle.make
+
+    def make(self, **kwargs):
+        if where == "make":
+            return answer()
+        env = original(**kwargs)
+        setattr(env, where, answer)
+        return env
+
+    return handle, make
+
+
+def _exits(*args, **kwargs):
+    sys.exit(3)
+
+
+def _raises(*args, **kwargs):
+    raise RuntimeError("boom")
+
+
+GOOD_OBS = json.dumps([{"role": "user", "content": "hi"}])
+
+
+FAULTS = {
+    "constructor raises": ("make", _raises, "boom"),
+    "constructor exits": ("make", _exits, "SystemExit"),
+    "reset returns a JSON object": (
+        "reset", lambda seed=None, options=None: ('{"role": "user"}', {"tools": []}),
+        "not a list of chat messages",
+    ),
+    "reset returns a list of strings": (
+        "reset", lambda seed=None, options=None: (json.dumps(["hi"]), {"tools": []}),
+        "not a list of chat messages",
+    ),
+    "reset returns no tools": (
+        "reset", lambda seed=None, options=None: (GOOD_OBS, None), "'tools'",
+    ),
+    "step raises": ("step", _raises, "boom"),
+    "step calls sys.exit": ("step", _exits, "SystemExit"),
+    "step reward is None": (
+        "step", lambda action: (GOOD_OBS, None, True, False, {}), "NoneType reward",
+    ),
+    "step reward is a string": (
+        "step", lambda action: (GOOD_OBS, "1", True, False, {}), "str reward",
+    ),
+    "step reward is NaN": (
+        "step", lambda action: (GOOD_OBS, float("nan"), True, False, {}), "finite",
+    ),
+    "step info is None": (
+        "step", lambda action: (GOOD_OBS, 1.0, True, False, None), "NoneType info",
+    ),
+    "step observation is a dict": (
+        "step", lambda action: ({"role": "user"}, 1.0, True, False, {}), "dict observation",
+    ),
+    "step returns three values": ("step", lambda action: (GOOD_OBS, 1.0, True), "(observation"),
+    "step hangs": ("step", _hang, "longer than 0.5 s"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("fault", FAULTS, ids=list(FAULTS))
+def test_a_faulty_environment_costs_its_episodes_not_the_run(
+    fault, tiny_tokenizer, monkeypatch
+) -> None:
+    where, answer, message = FAULTS[fault]
+    handle, make = _faulty(where, answer)
+    monkeypatch.setattr(type(handle), "make", make)
+    groups = collect(
+        handle,
+        ScriptedGenerator(tiny_tokenizer, ["hi"]),
+        tiny_tokenizer,
+        [1, 2],
+        2,
+        RolloutLimits(step_timeout=0.5),
+    )
+    episodes = [e for g in groups for e in g]
+    assert [len(g) for g in groups] == [2, 2]
+    assert all(
+        e.ending is Ending.ENV_FAULT and e.reward == 0.0 and message in e.error
+        for e in episodes
+    ), [e.error for e in episodes]
+
+
+def test_vllm_generator_sends_the_adapter_as_a_lora_request(monkeypatch) -> None:
+    sent = {}
+
+    class SamplingParams:
+        def __init__(self, **kwargs):
+            sent["params"] = kwargs
+
+    class LoRARequest:
+        def __init__(self, name, version, path):
+            self.name, self.version, self.path = name, version, path
+
+    vllm = types.ModuleType("vllm")
+    vllm.SamplingParams = SamplingParams
+    lora = types.ModuleType("vllm.lora")
+    request = types.ModuleType("vllm.lora.request")
+    request.LoRARequest = LoRARequest
+    monkeypatch.setitem(sys.modules, "vllm", vllm)
+    monkeypatch.setitem(sys.modules, "vllm.lora", lora)
+    monkeypatch.setitem(sys.modules, "vllm.lora.request", request)
+
+    class Logprob:
+        def __init__(self, value):
+            self.logprob = value
+
+    class Engine:
+        def generate(self, prompts, params, lora_request=None, use_tqdm=False):
+            sent["prompts"], sent["lora"] = prompts, lora_request
+            completion = types.SimpleNamespace(
+                token_ids=[7, 2, 9],
+                logprobs=[{7: Logprob(-0.1)}, {2: Logprob(-0.2)}, {9: Logprob(-0.3)}],
+            )
+            return [types.SimpleNamespace(outputs=[completion]) for _ in prompts]
+
+    generator = VLLMGenerator(Engine(), stops={2})
+    generator.use_adapter("/adapters/x/checkpoint/adapter", 3)
+    (sample,) = generator.generate([[1, 2, 3]], 16, 1.0)
+    assert sample.tokens == [7, 2] and sample.logprobs == [-0.1, -0.2]
+    assert sent["prompts"] == [{"prompt_token_ids": [1, 2, 3]}]
+    assert (sent["lora"].name, sent["lora"].version, sent["lora"].path) == (
+        "trace-policy",
+        3,
+        "/adapters/x/checkpoint/adapter",
+    )
+    assert sent["params"]["logprobs"] == 0 and sent["params"]["max_tokens"] == 16
+    assert sent["params"]["stop"] == ["</tool_call>"]
+    assert sent["params"]["include_stop_str_in_output"] is True
+
+
+def test_the_tiny_task_takes_a_long_shared_system_prompt() -> None:
+    import gymnasium
+
+    from trainer.tiny import TASK_ID, register_task, system_prompt
+
+    long = system_prompt(1600)
+    assert 1500 < len(long) <= 1600 and system_prompt(3) == "Reply."
+    try:
+        register_task(long)
+        _, info = gymnasium.make(TASK_ID).reset(seed=1)
+        assert info["messages"][0]["content"] == long
+    finally:
+        register_task()  # the other tests' short prompt
+    _, info = gymnasium.make(TASK_ID).reset(seed=1)
+    assert info["messages"][0]["content"] == "Reply."
+
+
+@pytest.mark.parametrize("sliding_window", [None, 6], ids=["qwen2", "gemma3-sliding"])
+def test_kept_caches_across_turns_change_no_log_prob(tmp_path, sliding_window) -> None:
+    """Turn after turn with `resume=True`, each prompt extending the previous call's
+    prompt and sample by an answer of its own length: the sampled log-probs still
+    equal a fresh pass over the whole sequence, with sequences far past a 6-token
+    sliding window, rows that stop early, and identical prompts encoded once; and
+    far fewer prompt tokens are encoded than the prompts hold."""
+    from trainer.generation import TransformersGenerator
+    from trainer.models import load_base, with_lora
+    from trainer.optimize import token_logprobs
+    from trainer.tiny import build_tiny_model
+
+    folder = build_tiny_model(tmp_path / "m", layers=4, sliding_window=sliding_window)
+    base, tokenizer = load_base(str(folder))
+    model = with_lora(base, TrainConfig(lora_rank=4))
+    torch.manual_seed(0)
+    generator = TransformersGenerator(model, tokenizer, batch_size=3)
+    generator.stops |= set(tokenizer("abcdefg")["input_ids"])  # rows stop early
+    prompts = [
+        tokenizer(text)["input_ids"]
+        for text in ("a prompt", "a prompt", "a prompt here longer", "a pr")
+    ]
+    held = 0
+    for turn in range(4):
+        samples = generator.generate(prompts, 10, 0.7, resume=turn > 0)
+        held += sum(len(p) for p in prompts)
+        for prompt, sample in zip(prompts, samples, strict=True):
+            sequence = torch.tensor([prompt + sample.tokens])
+            mask = torch.tensor([[0.0] * len(prompt) + [1.0] * len(sample.tokens)])
+            with torch.no_grad():
+                fresh = token_logprobs(
+                    model, sequence, torch.ones_like(sequence), 0.7, mask
+                )
+            assert torch.allclose(
+                fresh[0, len(prompt) :], torch.tensor(sample.logprobs), atol=1e-4
+            )
+        prompts = [
+            p + s.tokens + tokenizer(f" answer {turn}" * (i + 1))["input_ids"]
+            for i, (p, s) in enumerate(zip(prompts, samples, strict=True))
+        ]
+    assert max(len(p) for p in prompts) > 10 * 6
+    assert generator.encoded < 0.6 * held
+
+
+def test_env_given_twice_is_a_uniform_mixture_whose_gold_policy_plays() -> None:
+    from trainer.envs import MixtureHandle, resolve_envs
+
+    folders = [
+        str(ROOT / "generated_envs" / n)
+        for n in ("date_time_recovery", "permission_error_recovery")
+    ]
+    handle = resolve_envs(folders)
+    assert isinstance(handle, MixtureHandle) and handle.capability["envs"] == [
+        "date_time_recovery",
+        "permission_error_recovery",
+    ]
+    env = handle.make()
+    played = set()
+    for seed in range(4):
+        episode = __import__(handle.package).run_episode(env, "gold", seed)
+        assert episode.success
+        played.add(env.active.family.name)
+    assert played == {"date_time_recovery", "permission_error_recovery"}
+    with pytest.raises(TrainerError, match="twice"):
+        resolve_envs([folders[0], folders[0]])

@@ -1,0 +1,189 @@
+"""The optimizer step: warm-up, micro-batches and the shared-prefix pass."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from trainer.config import TrainConfig
+
+
+def test_warm_up_raises_the_learning_rate_linearly_and_continues_after_a_resume() -> (
+    None
+):
+    from trainer.optimize import warm_up
+
+    def steps(optimizer: torch.optim.Optimizer, weight: torch.Tensor, n: int) -> list:
+        rates = []
+        for _ in range(n):
+            weight.grad = torch.ones(2)
+            warm_up(optimizer, 4)
+            rates.append(optimizer.param_groups[0]["lr"])
+            optimizer.step()
+        return rates
+
+    weight = torch.nn.Parameter(torch.ones(2))
+    optimizer = torch.optim.AdamW([weight], lr=0.1, weight_decay=0.0)
+    assert steps(optimizer, weight, 2) == pytest.approx([0.025, 0.05])
+    assert float(weight.detach()[0]) == pytest.approx(
+        1 - 0.025 - 0.05, abs=1e-4
+    )  # Adam: ~lr
+    resumed = torch.optim.AdamW([weight], lr=0.1, weight_decay=0.0)
+    resumed.load_state_dict(optimizer.state_dict())  # as checkpoint.load does
+    assert steps(resumed, weight, 3) == pytest.approx([0.075, 0.1, 0.1])
+    weight.grad = torch.ones(2)
+    plain = torch.optim.AdamW([weight], lr=0.1)
+    warm_up(plain, 0)  # no warmup: the learning rate as given
+    assert plain.param_groups[0]["lr"] == 0.1
+
+
+def test_micro_batches_take_the_same_optimizer_step_as_one_pass(tiny_model_dir) -> None:
+    """--micro-batch-size lowers peak memory only: the same step, loss and gradient norm."""
+    import random
+
+    from trainer.losses import grpo_loss
+    from trainer.models import load_base, with_lora
+    from trainer.optimize import Row, batch_logprobs, optimize
+
+    generator = torch.Generator().manual_seed(0)
+    rows = []
+    for length, advantage in ((9, 1.0), (14, -0.5), (6, 0.7), (11, -1.2), (8, 0.3)):
+        tokens = torch.randint(0, 200, (length,), generator=generator).tolist()
+        mask = [0] * 3 + [1] * (length - 3)  # different trained lengths per row
+        old = (-torch.rand(length, generator=generator)).tolist()
+        rows.append(Row(tokens, mask, old, advantage))
+    results = {}
+    for micro in (0, 2):
+        base, _ = load_base(str(tiny_model_dir))
+        model = with_lora(base, TrainConfig(lora_rank=4))
+        optimizer = torch.optim.AdamW(
+            [p for p in model.parameters() if p.requires_grad], lr=1e-2
+        )
+
+        def objective(batch, model=model):
+            logprobs = batch_logprobs(model, batch, 1.0)
+            return grpo_loss(
+                logprobs, batch.old_logprobs, batch.mask, batch.advantages, 0.2
+            )
+
+        stats = optimize(
+            model, optimizer, rows, objective, minibatch_size=5, epochs=1,
+            max_grad_norm=1.0, pad=0, rng=random.Random(0), desc="test",
+            micro_batch_size=micro,
+        )  # fmt: skip
+        weights = [p.detach().clone() for p in model.parameters() if p.requires_grad]
+        results[micro] = (stats, weights)
+    (whole, whole_weights), (micro, micro_weights) = results[0], results[2]
+    assert micro["loss"] == pytest.approx(whole["loss"], abs=1e-6)
+    assert micro["grad_norm"] == pytest.approx(whole["grad_norm"], rel=1e-4)
+    assert 0 <= micro["clip_fraction"] <= 1  # averaged over passes by row share
+    for one, other in zip(whole_weights, micro_weights, strict=True):
+        torch.testing.assert_close(one, other, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("sliding_window", "checkpointing", "micro"),
+    [(None, True, 0), (None, False, 2), (6, True, 2), (6, False, 0)],
+)
+def test_a_shared_prefix_encoded_once_gives_every_row_its_own_gradient(
+    tmp_path, sliding_window, checkpointing, micro
+) -> None:
+    """The update's shared-prefix pass (trainer.shared_prefix) is exact: the same loss,
+    gradient and step as running every row whole, with sliding-window layers (the
+    prefix longer than the window), checkpointed or not, in one pass or several."""
+    import random
+
+    from trainer.losses import grpo_loss
+    from trainer.models import load_base, with_lora
+    from trainer.optimize import Row, batch_logprobs, optimize
+    from trainer.shared_prefix import shared_length
+    from trainer.tiny import build_tiny_model
+
+    folder = build_tiny_model(tmp_path / "m", layers=4, sliding_window=sliding_window)
+    generator = torch.Generator().manual_seed(1)
+    prefix = torch.randint(0, 200, (20,), generator=generator).tolist()
+    rows = []
+    for extra, trained, advantage in (
+        (3, 6, 1.0),
+        (5, 9, -0.5),
+        (2, 4, 0.7),
+        (0, 7, -1.2),
+    ):
+        tokens = (
+            prefix
+            + torch.randint(0, 200, (extra + trained,), generator=generator).tolist()
+        )
+        mask = [0] * (len(prefix) + extra) + [1] * trained
+        old = (-torch.rand(len(tokens), generator=generator)).tolist()
+        rows.append(Row(tokens, mask, old, advantage))
+    assert shared_length([(r.tokens, r.mask) for r in rows]) == len(prefix) - 1
+    results = {}
+    for share in (False, True):
+        base, _ = load_base(str(folder))
+        model = with_lora(
+            base, TrainConfig(lora_rank=4, gradient_checkpointing=checkpointing)
+        )
+        optimizer = torch.optim.AdamW(
+            [p for p in model.parameters() if p.requires_grad], lr=1e-2
+        )
+        used = []
+
+        def objective(batch, model=model, used=used):
+            used.append(batch.prefix is not None)
+            logprobs = batch_logprobs(model, batch, 0.9)
+            reference = batch_logprobs(model, batch, 0.9, prefix=False)
+            loss, extra = grpo_loss(
+                logprobs, batch.old_logprobs, batch.mask, batch.advantages, 0.2,
+                reference.detach(), 0.1,
+            )  # fmt: skip
+            return loss, extra
+
+        stats = optimize(
+            model, optimizer, rows, objective, minibatch_size=4, epochs=2,
+            max_grad_norm=1.0, pad=0, rng=random.Random(0), desc="test",
+            micro_batch_size=micro, share_prefix=share,
+        )  # fmt: skip
+        assert set(used) == {share}
+        weights = [p.detach().clone() for p in model.parameters() if p.requires_grad]
+        results[share] = (stats, weights)
+    (whole, whole_weights), (shared, shared_weights) = results[False], results[True]
+    assert shared["epoch_losses"] == pytest.approx(whole["epoch_losses"], abs=1e-5)
+    assert shared["grad_norm"] == pytest.approx(whole["grad_norm"], rel=1e-4)
+    for one, other in zip(whole_weights, shared_weights, strict=True):
+        torch.testing.assert_close(one, other, rtol=1e-4, atol=1e-6)
+
+
+def test_the_shared_prefix_stops_before_the_first_trained_token() -> None:
+    from trainer.shared_prefix import shared_length
+
+    assert (
+        shared_length(
+            [([1, 2, 3, 4, 5], [0, 0, 0, 1, 1]), ([1, 2, 3, 4, 6], [0, 0, 0, 0, 1])]
+        )
+        == 2
+    )
+    assert (
+        shared_length([([1, 2, 3, 4], [0, 0, 0, 1]), ([1, 9, 3, 4], [0, 0, 0, 1])]) == 1
+    )
+    assert shared_length([([1, 2], [1, 1]), ([1, 2], [1, 1])]) == 0
+    assert shared_length([([1, 2, 3], [0, 0, 0]), ([1, 2, 3], [0, 0, 0])]) == 2
+
+
+def test_rows_run_whole_where_transformers_would_drop_the_prefix_cache(
+    tiny_model_dir, monkeypatch
+) -> None:
+    """Before `_can_checkpoint_with_cache`, checkpointed layers drop any cache: the
+    suffixes would attend to nothing, so the prefix is not shared there."""
+    from transformers.modeling_layers import GradientCheckpointingLayer
+
+    from trainer.models import load_base, with_lora
+    from trainer.shared_prefix import supported
+
+    base, _ = load_base(str(tiny_model_dir))
+    checkpointed = with_lora(base, TrainConfig(lora_rank=4))
+    assert supported(checkpointed)
+    monkeypatch.delattr(GradientCheckpointingLayer, "_can_checkpoint_with_cache")
+    assert not supported(checkpointed)
+    base, _ = load_base(str(tiny_model_dir))
+    plain = with_lora(base, TrainConfig(lora_rank=4, gradient_checkpointing=False))
+    assert supported(plain)

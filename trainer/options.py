@@ -1,0 +1,176 @@
+"""Command-line options derived from the settings, and `--config` YAML files checked
+against them: the trainer CLI, `router eval` and the benchmarks share these.
+
+A number's default is TrainConfig's, its range and help `trainer.settings.SETTINGS`'
+(declared once); a --config file's values are converted and checked like the flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import fields
+from typing import Any
+
+from trainer.config import TrainConfig
+from trainer.errors import TrainerError, first_line
+from trainer.settings import SETTINGS
+
+DEFAULTS = TrainConfig()
+# Options of both commands that set how long an episode and its calls may run.
+ROLLOUT_SETTINGS = (
+    "max_new_tokens",
+    "max_turns",
+    "max_total_tokens",
+    "temperature",
+    "step_timeout",
+)
+# `trainer train` options: every other number of TrainConfig (its default there, its
+# range and help in trainer.settings.SETTINGS), in the dataclass's order.
+TRAIN_SETTINGS = tuple(
+    f.name
+    for f in fields(TrainConfig)
+    if f.name in SETTINGS and f.name not in ROLLOUT_SETTINGS
+)
+# Evaluation's defaults (`trainer eval`, `router eval`): episodes, and how many run at once.
+EVAL_EPISODES = 50
+CONCURRENT_EPISODES = 64
+# Settings a --config file may give as a list.
+CONFIG_LISTS = {"lora_target_modules", "env"}
+
+
+def train_config(arguments: argparse.Namespace) -> TrainConfig:
+    """The TrainConfig of parsed arguments (defaults where an option was not given)."""
+    values = {
+        f.name: getattr(arguments, f.name)
+        for f in fields(TrainConfig)
+        if getattr(arguments, f.name, None) is not None
+    }
+    modules = values.get("lora_target_modules")
+    if isinstance(modules, str):
+        values["lora_target_modules"] = tuple(m.strip() for m in modules.split(","))
+    return TrainConfig(**values)
+
+
+def require(arguments: argparse.Namespace, *names: str) -> None:
+    """Refuse a run whose required options came neither as flags nor from --config."""
+    for name in names:
+        if not getattr(arguments, name, None):
+            raise TrainerError(
+                f"--{name} is required (on the command line or in the --config file)"
+            )
+
+
+def add_number_options(parser: argparse.ArgumentParser, names: tuple[str, ...]) -> None:
+    """One option per TrainConfig number: typed and defaulted like the field, with the
+    help its `trainer.settings.SETTINGS` entry gives."""
+    for name in names:
+        default = getattr(DEFAULTS, name)
+        parser.add_argument(
+            "--" + name.replace("_", "-"),
+            type=type(default),
+            default=default,
+            help=SETTINGS[name].help,
+        )
+
+
+MAX_CONFIG_BYTES = 1_000_000
+
+
+def _setting(path: str, key: object, value: object, action: argparse.Action) -> object:
+    """One --config value, checked against its option's kind and converted like a flag."""
+    shown = repr(value)[:80]
+    if action.nargs == 0:  # --resume, --force: only true or false
+        if not isinstance(value, bool):
+            raise TrainerError(
+                f"--config {path}: {key} must be true or false, not {shown}"
+            )
+        return value
+    if action.dest == "env" and isinstance(value, str):
+        value = [value]
+    if action.dest in CONFIG_LISTS and isinstance(value, list):
+        if not value or not all(isinstance(v, str) and v for v in value):
+            raise TrainerError(f"--config {path}: {key} must be a list of names")
+        return value if action.dest == "env" else ",".join(value)
+    if action.type is None:  # paths, names and choices: text only
+        if not isinstance(value, str):
+            raise TrainerError(f"--config {path}: {key} must be text, not {shown}")
+        converted: object = value
+    else:
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise TrainerError(f"--config {path}: {key} must be a number, not {shown}")
+        if action.type is int and isinstance(value, float) and not value.is_integer():
+            raise TrainerError(
+                f"--config {path}: {key} must be a whole number, not {shown}"
+            )
+        try:
+            converted = action.type(value)
+        except (TypeError, ValueError, OverflowError):
+            raise TrainerError(f"--config {path}: {key} cannot be {shown}") from None
+    if action.choices is not None and converted not in action.choices:
+        raise TrainerError(
+            f"--config {path}: {key} must be one of {', '.join(map(str, action.choices))}"
+        )
+    return converted
+
+
+def config_file(path: str, command: argparse.ArgumentParser) -> dict[str, Any]:
+    """The settings of a --config YAML file, keyed by option destination and checked."""
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read(MAX_CONFIG_BYTES + 1)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TrainerError(f"--config {path}: cannot read it as text ({exc})") from None
+    if len(text) > MAX_CONFIG_BYTES:
+        raise TrainerError(
+            f"--config {path} is larger than 1 MB; a run's settings fit in a few lines"
+        )
+    try:
+        values = yaml.safe_load(text)
+    except Exception as exc:  # noqa: BLE001 - PyYAML raises YAMLError, ValueError, RecursionError
+        raise TrainerError(
+            f"--config {path} is not valid YAML ({first_line(exc, 200)})"
+        ) from None
+    if values is None:
+        return {}
+    if not isinstance(values, dict):
+        raise TrainerError(
+            f"--config {path} must be a mapping of option names to values"
+        )
+    known = {
+        a.dest: a
+        for a in command._actions  # argparse has no public list of a parser's options
+        if a.option_strings and a.dest not in ("help", "config")
+    }
+    settings = {}
+    for key, value in values.items():
+        dest = str(key).replace("-", "_")
+        if dest not in known:
+            raise TrainerError(
+                f"--config {path}: unknown setting {str(key)[:80]!r}; "
+                f"known: {', '.join(sorted(known))}"
+            )
+        settings[dest] = _setting(path, key, value, known[dest])
+    return settings
+
+
+def parse(
+    parser: argparse.ArgumentParser,
+    commands: dict[str, argparse.ArgumentParser],
+    argv: list[str] | None,
+) -> argparse.Namespace:
+    """Command-line arguments over the --config file's settings over the defaults."""
+    arguments = parser.parse_args(argv)
+    if arguments.config:
+        command = commands[arguments.command]
+        settings = config_file(arguments.config, command)
+        given = sys.argv[1:] if argv is None else argv
+        if any(a == "--env" or a.startswith("--env=") for a in given):
+            settings.pop(
+                "env", None
+            )  # --env on the command line replaces the file's list
+        command.set_defaults(**settings)
+        arguments = parser.parse_args(argv)
+    return arguments
