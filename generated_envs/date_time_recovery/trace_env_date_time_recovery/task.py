@@ -97,7 +97,13 @@ def _resolve(
             f"{hours} hours from now",
             target,
             wrong,
-            [*clock[:1], call("shift_timestamp", timestamp=stamp, hours=hours)],
+            [
+                *clock[:1],
+                call("shift_timestamp", timestamp=stamp, hours=hours),
+                # The date and time it says come from the tools, not from mental
+                # arithmetic on an epoch (which the demonstrations could not teach).
+                call("timestamp_to_datetime_info", timestamp=target.timestamp()),
+            ],
         )
     hour, minute = rng.randint(6, 21), rng.choice((0, 10, 15, 30, 45))
     if (hour, minute) == (now.hour, now.minute):
