@@ -2,7 +2,7 @@
 
 Tool calls are read in every form small instruct models actually write:
 hermes tags (`<tool_call>{"name": ..., "arguments": ...}</tool_call>`, Qwen's
-native form), a ```json fenced object or list of objects (Qwen2.5-Coder's usual
+native form, also closed by a wrong tool tag or not at all), a ```json fenced object or list of objects (Qwen2.5-Coder's usual
 form), a bare JSON object with `name` and `arguments`, the same JSON with `//`
 or `/* */` comments or trailing commas, an OpenAI `{"type": "function",
 "function": {...}}` object, and tau2-bench's `tool(arg=value, ...)` call
@@ -17,7 +17,10 @@ import json
 import re
 from typing import Any
 
-HERMES = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
+# A hermes block ends at its closing tag, at another tool tag a small model closes it
+# with by mistake (Qwen2.5-Coder-1.5B after LoRA: `<tool_call>{...}</tool_response>`,
+# the tag it last read), or at the end of the output.
+HERMES = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_\w*>|$)", re.DOTALL)
 FENCE = re.compile(r"```[A-Za-z0-9_+-]*[ \t]*\n?(.*?)(?:```|$)", re.DOTALL)
 CALL_SYNTAX = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\s*\(.*\)$", re.DOTALL)
 MAX_PARSE_CHARS = 100_000  # longer outputs are text: no model writes a call that long

@@ -53,6 +53,15 @@ QWEN_FENCED = (
 )
 
 
+# What the demo's permission adapter (Qwen2.5-Coder-1.5B-Instruct + LoRA) wrote when it
+# resent a message after turning cellular on: the call closed by the tag it last read.
+QWEN_WRONG_CLOSER = (
+    '<tool_call>\n{"name": "send_message_with_phone_number", "arguments": '
+    '{"phone_number": "+18382435295", "content": "Call me when you land (82)"}}\n'
+    "</tool_response>"
+)
+
+
 QWEN_BARE = (
     '{"name": "add_reminder", "arguments": {"content": "Pick up the dry cleaning", '
     '"reminder_timestamp": "1609459200", "latitude": "37.7749"}}'
@@ -63,6 +72,9 @@ QWEN_BARE = (
     ("text", "name", "arguments"),
     [
         (QWEN_FENCED, "get_current_timestamp", {"timestamp": 1639984000}),
+        (QWEN_WRONG_CLOSER, "send_message_with_phone_number",
+         {"phone_number": "+18382435295", "content": "Call me when you land (82)"}),
+        ('<tool_call>{"name": "f", "arguments": {}}', "f", {}),
         (QWEN_BARE, "add_reminder", {"content": "Pick up the dry cleaning",
                                      "reminder_timestamp": "1609459200", "latitude": "37.7749"}),
         ('```\n{"name": "f", // the tool\n "arguments": {"url": "http://x/y",}}\n```',
