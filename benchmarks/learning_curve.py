@@ -176,14 +176,16 @@ def main() -> None:
         args.cold_start_outcomes, args.control_for,
     )  # fmt: skip
     try:  # the earlier runs are read before the model loads
-        read_earlier(protocol, config, resolve_env(args.env).env_id, model_name)
+        earlier = read_earlier(
+            protocol, config, resolve_env(args.env).env_id, model_name
+        )
     except ValueError as error:
         parser.error(str(error))
     run = open_run(
         config, args.env, model_name, args.out, chat_template=args.chat_template,
         force=True,
     )  # fmt: skip
-    curve = LearningCurve(run, config, model_name, protocol)
+    curve = LearningCurve(run, config, model_name, protocol, earlier)
     try:
         stopped_by = curve.execute()
     except TrainerError as error:

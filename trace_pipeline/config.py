@@ -11,7 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -22,9 +21,9 @@ from pydantic import (
 )
 
 from trace_pipeline.errors import PipelineError
+from trainer.errors import TrainerError
+from trainer.options import read_yaml
 from trainer.settings import SETTINGS
-
-MAX_CONFIG_BYTES = 1_000_000
 
 
 def trainer_setting(name: str, default: float, description: str | None = None) -> Any:
@@ -325,22 +324,9 @@ def load_config(path: Path) -> PipelineConfig:
     if not path.exists():
         raise PipelineError(f"config {path}: no such file; give a YAML config file")
     try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read(MAX_CONFIG_BYTES + 1)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PipelineError(
-            f"config {path}: cannot read it as UTF-8 text ({exc})"
-        ) from None
-    if len(text) > MAX_CONFIG_BYTES:
-        raise PipelineError(
-            f"config {path} is larger than 1 MB; a config fits in a page"
-        )
-    try:
-        data = yaml.safe_load(text)
-    except Exception as exc:  # noqa: BLE001 - PyYAML raises YAMLError, ValueError, RecursionError
-        raise PipelineError(
-            f"config {path} is not valid YAML ({str(exc).splitlines()[0][:200]})"
-        ) from None
+        data = read_yaml(path, "config")
+    except TrainerError as exc:
+        raise PipelineError(str(exc)) from None
     if not isinstance(data, dict):
         raise PipelineError(
             f"config {path} must be a mapping of sections (model, target, ...)"

@@ -355,14 +355,17 @@ class LearningCurve:
     """One run of the protocol on an opened training run (`trainer.run.open_run`)."""
 
     def __init__(
-        self, run: Any, config: TrainConfig, model_name: str, protocol: Protocol
+        self,
+        run: Any,
+        config: TrainConfig,
+        model_name: str,
+        protocol: Protocol,
+        earlier: tuple[dict | None, dict | None],
     ) -> None:
-        """`read_earlier` has checked the earlier runs `protocol` names."""
+        """`earlier` is what `read_earlier` read (before the model loaded)."""
         self.run, self.config, self.model_name = run, config, model_name
         self.protocol = protocol
-        self.earlier_grpo, self.reused = read_earlier(
-            protocol, config, run.handle.env_id, model_name
-        )
+        self.earlier_grpo, self.reused = earlier
         self.started = time.perf_counter()
         self.points: list[dict] = []
         self.metrics: list[dict] = []

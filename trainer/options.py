@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import fields
+from pathlib import Path
 from typing import Any
 
 from trainer.config import TrainConfig
@@ -114,25 +115,34 @@ def _setting(path: str, key: object, value: object, action: argparse.Action) -> 
     return converted
 
 
-def config_file(path: str, command: argparse.ArgumentParser) -> dict[str, Any]:
-    """The settings of a --config YAML file, keyed by option destination and checked."""
+def read_yaml(path: str | Path, label: str) -> Any:
+    """The YAML in `path`, read whole; a TrainerError naming `label` and the file when
+    it cannot be read as text, is larger than 1 MB or is not YAML (`--config` files
+    and `trace run` configs share this)."""
     import yaml
 
     try:
         with open(path, encoding="utf-8") as handle:
             text = handle.read(MAX_CONFIG_BYTES + 1)
     except (OSError, UnicodeDecodeError) as exc:
-        raise TrainerError(f"--config {path}: cannot read it as text ({exc})") from None
+        raise TrainerError(
+            f"{label} {path}: cannot read it as UTF-8 text ({exc})"
+        ) from None
     if len(text) > MAX_CONFIG_BYTES:
         raise TrainerError(
-            f"--config {path} is larger than 1 MB; a run's settings fit in a few lines"
+            f"{label} {path} is larger than 1 MB; settings fit in a few lines"
         )
     try:
-        values = yaml.safe_load(text)
+        return yaml.safe_load(text)
     except Exception as exc:  # noqa: BLE001 - PyYAML raises YAMLError, ValueError, RecursionError
         raise TrainerError(
-            f"--config {path} is not valid YAML ({first_line(exc, 200)})"
+            f"{label} {path} is not valid YAML ({first_line(exc, 200)})"
         ) from None
+
+
+def config_file(path: str, command: argparse.ArgumentParser) -> dict[str, Any]:
+    """The settings of a --config YAML file, keyed by option destination and checked."""
+    values = read_yaml(path, "--config")
     if values is None:
         return {}
     if not isinstance(values, dict):
