@@ -3,7 +3,7 @@
 A stage's key hashes its config sections, its upstream manifests and the
 project version; a stage whose manifest holds the same key is skipped, and a
 stage that is redone changes its manifest, so every stage after it is redone
-too. `start` (`--from STAGE`) redoes that stage and every one after it.
+too. `start` (`--from STAGE`) redoes that stage and every one after it, jobs included.
 """
 
 from __future__ import annotations
@@ -86,6 +86,7 @@ def run(config_file: Path, out: Path, start: str | None = None) -> Path:
                 context.say(f"{label}: done, skipped")
                 continue
             context.say(f"{label}: running")
+            context.fresh = redo
             began = time.time()
             with folder.staging(stage.name) as staging:
                 result = stage.work(context, staging)

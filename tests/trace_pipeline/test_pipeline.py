@@ -65,9 +65,14 @@ def test_a_rerun_skips_every_stage_and_from_redoes_the_rest(finished: Path) -> N
     assert again.returncode == 0, again.stderr[-2000:]
     assert again.stderr.count("done, skipped") == len(NAMES)
     before = json.loads((finished / "collect" / "manifest.json").read_text())
-    redo = _trace("run", str(TINY), "--out", str(finished), "--from", "evaluate")
+    (mixture_job,) = (finished / ".jobs").glob("mixture-*")
+    (mixture_job / "marker").write_text("from the first run")
+    redo = _trace("run", str(TINY), "--out", str(finished), "--from", "baselines")
     assert redo.returncode == 0, redo.stderr[-2000:]
-    assert redo.stderr.count("done, skipped") == NAMES.index("evaluate")
+    assert redo.stderr.count("done, skipped") == NAMES.index("baselines")
+    # --from redoes the stage's jobs too: a job's key holds its inputs, not the code
+    assert "reusing the finished job" not in redo.stderr
+    assert not (mixture_job / "marker").exists()
     assert json.loads((finished / "collect" / "manifest.json").read_text()) == before
     status = _trace("status", str(finished))
     assert status.stdout.count(" done") == len(NAMES), status.stdout
