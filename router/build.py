@@ -17,6 +17,7 @@ from factory.outputs import recover, staging_beside, swap_in
 from router.capabilities import CapabilitySet, load_capabilities
 from router.errors import RouterError
 from router.prompt import EXAMPLE_TOKENS, TASK_TOKENS
+from router.serve import BATCH_SIZE, MAX_QUEUE
 
 EVAL_MARKER = "trace-router-eval"
 
@@ -37,6 +38,8 @@ class RouterSettings:
     base_envs: tuple[str, ...] = ()
     tool_format: str = "json"
     vllm_url: str | None = None
+    batch_size: int = BATCH_SIZE
+    max_queue: int = MAX_QUEUE
 
     def __post_init__(self) -> None:
         """Settings that can never work are refused before any model is loaded."""
@@ -46,6 +49,10 @@ class RouterSettings:
             raise RouterError("--example-tokens must be between 0 and 100000")
         if not 16 <= self.task_tokens <= 100_000:
             raise RouterError("--task-tokens must be between 16 and 100000")
+        if not 1 <= self.batch_size <= 256:
+            raise RouterError("--batch-size must be between 1 and 256")
+        if not 1 <= self.max_queue <= 100_000:
+            raise RouterError("--max-queue must be between 1 and 100000")
 
     @classmethod
     def of(cls, options: dict[str, Any]) -> RouterSettings:
@@ -258,7 +265,7 @@ def base_backend(settings: RouterSettings) -> Any:
     from trainer.models import load_base
 
     model, tokenizer = load_base(settings.model)
-    return BaseModelBackend(model, tokenizer, settings.tool_format)
+    return BaseModelBackend(model, tokenizer, settings.tool_format, settings.batch_size)
 
 
 def vllm_backend(settings: RouterSettings) -> Any:
@@ -301,6 +308,7 @@ def served_backend(settings: RouterSettings, backend: str) -> Any:
         loaded.tokenizer,
         loaded.capabilities.tool_format,
         settings.mode,
+        settings.batch_size,
     )
 
 

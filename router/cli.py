@@ -96,7 +96,7 @@ def _serve(arguments: argparse.Namespace) -> int:
     )  # before minutes of loading
     try:
         backend = build.served_backend(settings, arguments.backend)
-        attach(server, RoutedChat(backend))
+        attach(server, RoutedChat(backend, settings.batch_size, settings.max_queue))
         host, port = server.server_address[:2]
         what = (
             "the routed agent"
@@ -292,6 +292,18 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("transformers", "vllm"),
         default="transformers",
         help="vllm: a vLLM server (--vllm-url) generates with the adapters",
+    )
+    serve.add_argument(
+        "--batch-size",
+        type=int,
+        default=RouterSettings.batch_size,
+        help="requests decoded together (per route); 1 serves one at a time",
+    )
+    serve.add_argument(
+        "--max-queue",
+        type=int,
+        default=RouterSettings.max_queue,
+        help="requests that may wait; more are answered 503 with Retry-After",
     )
     serve.add_argument(
         "--vllm-url",

@@ -1,30 +1,35 @@
 """`router serve`: the routed agent behind an OpenAI-compatible chat-completions endpoint.
 
-`POST /v1/chat/completions` (messages, tools, tool_choice, temperature,
+`POST /v1/chat/completions` (messages, tools, tool_choice, temperature, stop, n,
 max_tokens) and `GET /v1/models`. A conversation is routed on its first
 observation (system and first user message) and keeps that route on later
 turns; `model` set to an adapter's name (or "base") pins that configuration
 instead. The route is reported in the response (`route`) and the
-`X-Trace-Route` header. Written on the standard library's threading HTTP
-server: requests share one model, so they are served one at a time anyway,
-and no web framework is needed.
+`X-Trace-Route` header. Requests that arrive together are decoded in one
+batch per route (`router.batching`). Written on the standard library's
+threading HTTP server: a thread per connection waits for its batch, and no web
+framework is needed.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import select
+import socket
 import sys
-import threading
 import time
 import uuid
 from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import TimeoutError as FutureTimeout
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from factory.errors import printable
+from router.batching import Batcher, Completion, Overloaded, Pending
 from router.errors import RouterError
 from router.modes import Route
 from router.prompt import BASE
@@ -35,6 +40,9 @@ MAX_BODY = 8_000_000
 LISTEN_BACKLOG = 128  # connections the kernel queues before the server takes them
 READ_TIMEOUT_S = 30.0  # a request not read whole within this is dropped
 MAX_ROUTES = 10_000
+BATCH_SIZE = 8  # requests decoded together (1: one at a time)
+MAX_QUEUE = 256  # requests waiting beyond it are answered 503 with Retry-After
+POLL_S = 0.5  # how often a waiting request checks that its client is still there
 
 
 class ChatRequest(BaseModel):
@@ -49,7 +57,17 @@ class ChatRequest(BaseModel):
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_tokens: int | None = Field(default=None, ge=1, le=32_768)
     max_completion_tokens: int | None = Field(default=None, ge=1, le=32_768)
+    stop: str | list[str] | None = Field(default=None)
+    n: int = Field(default=1, ge=1, le=16)
     stream: Literal[False] | None = None
+
+    @field_validator("stop")
+    @classmethod
+    def _stops(cls, value: str | list[str] | None) -> list[str]:
+        stops = [value] if isinstance(value, str) else list(value or [])
+        if len(stops) > 4 or not all(0 < len(s) <= 200 for s in stops):
+            raise ValueError("up to 4 stop strings of 1 to 200 characters")
+        return stops
 
 
 def _text(content: Any) -> str:
@@ -137,16 +155,17 @@ def conversation_key(messages: list[dict[str, Any]]) -> str:
 
 
 class Backend(Protocol):
-    """What the server needs from a model: names, routing, completion under a route."""
+    """What the server needs from a model: names, routing, and completion of a batch
+    of requests under one route."""
 
     def names(self) -> list[str]: ...
 
     def route(self, messages: list[dict[str, Any]]) -> Route: ...
 
     def complete(
-        self, request: ChatRequest, messages: list[dict[str, Any]], route: Route
-    ) -> tuple[str, int, int, str]:
-        """(text, prompt tokens, completion tokens, finish reason)."""
+        self, batch: list[Pending], route: Route
+    ) -> list[Completion | RouterError]:
+        """Each request's reply, or the error that request alone met."""
         ...
 
 
@@ -159,13 +178,20 @@ def pinned(name: str, names: list[str]) -> Route | None:
     return None
 
 
-class RoutedChat:
-    """Routes conversations, remembers their routes, and answers in OpenAI's format."""
+class ClientGone(Exception):
+    """The client closed its connection before its reply was decoded."""
 
-    def __init__(self, backend: Backend) -> None:
+
+class RoutedChat:
+    """Routes conversations, remembers their routes, batches their decoding, and
+    answers in OpenAI's format."""
+
+    def __init__(
+        self, backend: Backend, batch_size: int = BATCH_SIZE, max_queue: int = MAX_QUEUE
+    ) -> None:
         self.backend = backend
-        self.routes: OrderedDict[str, Route] = OrderedDict()
-        self.lock = threading.Lock()
+        self.routes: OrderedDict[str, Route] = OrderedDict()  # the worker's alone
+        self.batcher = Batcher(self._route, backend.complete, batch_size, max_queue)
 
     def models(self) -> dict[str, Any]:
         created = int(time.time())
@@ -183,74 +209,100 @@ class RoutedChat:
             ],
         }
 
-    def _route(self, request: ChatRequest, messages: list[dict[str, Any]]) -> Route:
-        fixed = pinned(request.model, self.backend.names())
+    def _route(self, pending: Pending) -> Route:
+        """The conversation's route (run in the batcher's thread, which owns the model)."""
+        fixed = pinned(pending.request.model, self.backend.names())
         if fixed is not None:
             return fixed
-        key = conversation_key(messages)
+        key = conversation_key(pending.messages)
         if key in self.routes:
             self.routes.move_to_end(key)
             return self.routes[key]
-        route = self.backend.route(messages)
+        route = self.backend.route(pending.messages)
         self.routes[key] = route
         if len(self.routes) > MAX_ROUTES:
             self.routes.popitem(last=False)
         return route
 
-    def complete(self, request: ChatRequest) -> dict[str, Any]:
+    def complete(
+        self, request: ChatRequest, alive: Callable[[], bool] = lambda: True
+    ) -> dict[str, Any]:
+        """The response to `request` once its batch is decoded; `alive` says whether
+        its client is still there (ClientGone if it left before its batch began)."""
         messages = normalise(request.messages)
         check_tools(request.tools or [])
         if not any(m["role"] == "user" for m in messages):
             raise RouterError(
                 "messages: a conversation needs at least one user message"
             )
-        with self.lock:
-            route = self._route(request, messages)
-            text, prompt_tokens, completion_tokens, finish = self.backend.complete(
-                request, messages, route
-            )
-        content, calls = (
-            (text, [])
-            if not request.tools or request.tool_choice == "none"
-            else parse_tool_calls(text)
-        )
-        message: dict[str, Any] = {
-            "role": "assistant",
-            "content": content or (None if calls else ""),
-        }
-        if calls:
-            message["tool_calls"] = [
-                {
-                    "id": f"call_{uuid.uuid4().hex[:12]}",
-                    "type": "function",
-                    "function": {
-                        "name": c["name"],
-                        "arguments": json.dumps(c["arguments"]),
-                    },
-                }
-                for c in calls
-            ]
-            finish = "tool_calls"
+        waiting = [
+            self.batcher.submit(Pending(request, messages)) for _ in range(request.n)
+        ]
+        results: list[tuple[Route, Completion]] = []
+        for pending in waiting:
+            while True:
+                try:
+                    results.append(pending.future.result(timeout=POLL_S))
+                    break
+                except FutureTimeout:
+                    if not alive():
+                        for left in waiting:
+                            left.cancel()  # those already decoding finish unread
+                        raise ClientGone() from None
+        choices = [
+            _choice(index, request, done) for index, (_, done) in enumerate(results)
+        ]
+        route = results[0][0]
         return {
             "id": f"chatcmpl-{uuid.uuid4().hex}",
             "object": "chat.completion",
             "created": int(time.time()),
             "model": request.model,
-            "choices": [
-                {
-                    "index": 0,
-                    "message": message,
-                    "finish_reason": finish,
-                    "logprobs": None,
-                }
-            ],
+            "choices": choices,
             "usage": {
-                "prompt_tokens": prompt_tokens,
-                "completion_tokens": completion_tokens,
-                "total_tokens": prompt_tokens + completion_tokens,
+                "prompt_tokens": results[0][1].prompt_tokens,
+                "completion_tokens": sum(r.completion_tokens for _, r in results),
+                "total_tokens": results[0][1].prompt_tokens
+                + sum(r.completion_tokens for _, r in results),
             },
             "route": route.as_dict(),
         }
+
+
+def _choice(index: int, request: ChatRequest, done: Completion) -> dict[str, Any]:
+    """One choice: the text cut at the first stop string, tool calls in OpenAI's form."""
+    text, finish = done.text, done.finish
+    cuts = [text.index(s) for s in request.stop or [] if s in text]
+    if cuts:
+        text, finish = text[: min(cuts)], "stop"
+    content, calls = (
+        (text, [])
+        if not request.tools or request.tool_choice == "none"
+        else parse_tool_calls(text)
+    )
+    message: dict[str, Any] = {
+        "role": "assistant",
+        "content": content or (None if calls else ""),
+    }
+    if calls:
+        message["tool_calls"] = [
+            {
+                "id": f"call_{uuid.uuid4().hex[:12]}",
+                "type": "function",
+                "function": {
+                    "name": c["name"],
+                    "arguments": json.dumps(c["arguments"]),
+                },
+            }
+            for c in calls
+        ]
+        finish = "tool_calls"
+    return {
+        "index": index,
+        "message": message,
+        "finish_reason": finish,
+        "logprobs": None,
+    }
 
 
 def _error(
@@ -317,6 +369,14 @@ def make_handler(chat: RoutedChat) -> type[BaseHTTPRequestHandler]:
                     )
                 )
 
+        def _connected(self) -> bool:
+            """Whether the client is still there: a closed socket reads as empty."""
+            try:
+                readable, _, _ = select.select([self.connection], [], [], 0)
+                return not readable or self.connection.recv(1, socket.MSG_PEEK) != b""
+            except OSError:
+                return False
+
         def _not_allowed(self) -> None:
             self.close_connection = True  # its body, if any, is not read
             self._send(
@@ -366,9 +426,18 @@ def make_handler(chat: RoutedChat) -> type[BaseHTTPRequestHandler]:
                 self._send(*_error(400, _validation_message(exc)))
                 return
             try:
-                response = chat.complete(request)
+                response = chat.complete(request, self._connected)
             except RouterError as exc:
                 self._send(*_error(400, str(exc)))
+                return
+            except Overloaded as exc:
+                self._send(
+                    *_error(503, f"the server is busy ({exc}); retry", "overloaded"),
+                    headers={"Retry-After": "1"},
+                )
+                return
+            except ClientGone:
+                self.close_connection = True
                 return
             except Exception as exc:  # noqa: BLE001 - a failed generation answers 500, the server stays up
                 self._send(
@@ -396,6 +465,17 @@ class Server(ThreadingHTTPServer):
     resets before any thread could take them."""
 
     request_queue_size = LISTEN_BACKLOG
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """One line, not socketserver's traceback: a client that resets its
+        connection (a closed keep-alive pool) is routine."""
+        error = sys.exc_info()[1]
+        if not isinstance(error, ConnectionError):
+            print(
+                f"router serve: {client_address[0]} connection failed: "
+                f"{type(error).__name__}: {printable(str(error))[:200]}",
+                file=sys.stderr,
+            )
 
 
 def make_server(chat: RoutedChat | None, host: str, port: int) -> ThreadingHTTPServer:

@@ -111,6 +111,41 @@ def _kept(cache: Any, row: int, tokens: list[int]) -> _Kept:
     return _Kept(tokens, layers)
 
 
+def _common(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading tokens `a` and `b` share."""
+    n = min(len(a), len(b))
+    return next((i for i in range(n) if a[i] != b[i]), n)
+
+
+def _source(kept: Sequence[_Kept], prompt: list[int]) -> _Kept | None:
+    """The kept sequence sharing the longest prefix with `prompt` (leaving it a token
+    of its own), cut to that prefix; a re-rendered earlier turn diverges from what
+    was sampled, and what comes before it still need not be encoded again."""
+    best, length = None, 0
+    for sequence in kept:
+        n = min(_common(sequence.tokens, prompt), len(prompt) - 1)
+        if n > length and (n == len(sequence.tokens) or _whole(sequence)):
+            best, length = sequence, n
+    if best is None or length == len(best.tokens):
+        return best
+    return _Kept(
+        best.tokens[:length],
+        [
+            None if part is None else (part[0][:, :, :length], part[1][:, :, :length])
+            for part in best.layers
+        ],
+    )
+
+
+def _whole(sequence: _Kept) -> bool:
+    """Whether every layer holds every token (a sliding window dropped none), so the
+    sequence can be cut to a prefix."""
+    return all(
+        part is None or part[0].shape[-2] == len(sequence.tokens)
+        for part in sequence.layers
+    )
+
+
 def _shared_prefix(prompts: Sequence[list[int]]) -> int:
     """Length of the prefix all prompts share, leaving each at least one token of its own."""
     shortest = min(len(p) for p in prompts)
@@ -118,6 +153,19 @@ def _shared_prefix(prompts: Sequence[list[int]]) -> int:
         if any(p[index] != prompts[0][index] for p in prompts[1:]):
             return index
     return shortest - 1
+
+
+def _recent(new: Sequence[_Kept], old: Sequence[_Kept], tokens: int) -> list[_Kept]:
+    """`new` then `old`, without a sequence that a newer one extends, up to `tokens` in all."""
+    kept: list[_Kept] = []
+    for sequence in (*new, *old):
+        if any(k.tokens[: len(sequence.tokens)] == sequence.tokens for k in kept):
+            continue
+        tokens -= len(sequence.tokens)
+        if tokens < 0:
+            break
+        kept.append(sequence)
+    return kept
 
 
 class TransformersGenerator:
@@ -144,8 +192,14 @@ class TransformersGenerator:
         batch_size: int = 16,
         stop_strings: Sequence[str] = STOP_STRINGS,
         reuse: bool = True,
+        keep_tokens: int = 0,
     ) -> None:
         self.model = model
+        # > 0: the kept sequences outlive the next call and every call resumes from
+        # them, the most recently used first, up to this many tokens in all (a
+        # server's conversations come back in any order); 0: only the previous
+        # call's are kept, for `resume` (an episode's turns)
+        self.keep_tokens = keep_tokens
         self.reuse = (
             reuse  # False: every prompt encoded whole (the benchmarks' reference)
         )
@@ -170,7 +224,8 @@ class TransformersGenerator:
         samples: list[Sample] = []
         was_training = self.model.training
         self.model.eval()
-        previous, self.kept = (self.kept if resume else []), []
+        previous = self.kept if resume or self.keep_tokens else []
+        self.kept = []
         for start in range(0, len(prompts), self.batch_size):
             samples += self._batch(
                 prompts[start : start + self.batch_size],
@@ -178,6 +233,8 @@ class TransformersGenerator:
                 temperature,
                 previous,
             )
+        if self.keep_tokens:
+            self.kept = _recent(self.kept, previous, self.keep_tokens)
         if was_training:
             self.model.train()
         return samples
@@ -204,18 +261,7 @@ class TransformersGenerator:
         """Each prompt's cache and last logits, each distinct token encoded once."""
         if not self.reuse:
             return [self._extend(None, p) for p in prompts]
-        sources: list[_Kept | None] = [
-            max(
-                (
-                    k
-                    for k in previous
-                    if len(k.tokens) < len(p) and p[: len(k.tokens)] == k.tokens
-                ),
-                key=lambda k: len(k.tokens),
-                default=None,
-            )
-            for p in prompts
-        ]
+        sources = [_source(previous, p) for p in prompts]
         fresh = [p for p, s in zip(prompts, sources, strict=True) if s is None]
         if len(fresh) > 1 and (shared := _shared_prefix(fresh)) > 0:
             common = self._extend(None, fresh[0][:shared])[0]

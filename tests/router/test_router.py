@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import threading
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -329,7 +330,7 @@ def test_serve_answers_the_openai_client_and_keeps_routes(
     capabilities, bank, tokenizer, prompt = _loaded(tiny_model_dir, adapters)
     router = Router(LabelScorer(bank.model, prompt))
     backend = TransformersBackend(
-        bank, router, tokenizer, capabilities.tool_format, "argmax"
+        bank, router, tokenizer, capabilities.tool_format, "argmax", batch_size=4
     )
     script = iter(
         [
@@ -339,13 +340,10 @@ def test_serve_answers_the_openai_client_and_keeps_routes(
     )
     real_complete = backend.complete
 
-    def complete(
-        request, messages, route
-    ):  # the tiny model's text is random: script it
-        text, prompt_tokens, completion_tokens, finish = real_complete(
-            request, messages, route
-        )
-        return next(script), prompt_tokens, completion_tokens, finish
+    def complete(batch, route):  # the tiny model's text is random: script it
+        return [
+            replace(done, text=next(script)) for done in real_complete(batch, route)
+        ]
 
     backend.complete = complete
     chat = RoutedChat(backend)

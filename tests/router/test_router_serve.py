@@ -7,11 +7,12 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import openai
 import pytest
 
+from router.batching import Completion
 from router.modes import Route
 from router.prompt import BASE
 from router.serve import MAX_BODY, RoutedChat, make_server
@@ -24,6 +25,7 @@ class ScriptedBackend:
         self.routed = 0
         self.text = '<tool_call>{"name": "lookup", "arguments": {"q": 1}}</tool_call>'
         self.seen: list[tuple[str, list[dict]]] = []
+        self.batches: list[int] = []
 
     def names(self) -> list[str]:
         return ["alpha", "beta"]
@@ -34,9 +36,11 @@ class ScriptedBackend:
         target = "beta" if "beta" in user else "alpha"
         return Route("argmax", target, {target: 1.0})
 
-    def complete(self, request, messages, route):
-        self.seen.append((route.key, messages))
-        return self.text, 7, 3, "stop"
+    def complete(self, batch, route):
+        self.batches.append(len(batch))
+        for pending in batch:
+            self.seen.append((route.key, pending.messages))
+        return [Completion(self.text, 7, 3, "stop") for _ in batch]
 
 
 @pytest.fixture
@@ -272,7 +276,7 @@ def test_a_plain_base_model_is_served_without_adapters(tiny_model_dir) -> None:
 
     model, tokenizer = load_base(str(tiny_model_dir))
     server = make_server(
-        RoutedChat(BaseModelBackend(model, tokenizer, "json")), "127.0.0.1", 0
+        RoutedChat(BaseModelBackend(model, tokenizer, "json", 4)), "127.0.0.1", 0
     )
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
@@ -297,3 +301,167 @@ def test_serving_a_base_model_refuses_routing_settings(tmp_path, capsys) -> None
         assert code == 2
     err = capsys.readouterr().err
     assert "vllm serve MODEL" in err and "need --adapters" in err
+
+
+class HeldBackend(ScriptedBackend):
+    """Holds its first batch until `release` is set, so that requests queue behind it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+        self.started = threading.Event()
+
+    def complete(self, batch, route):
+        self.started.set()
+        self.release.wait(timeout=30)
+        return super().complete(batch, route)
+
+
+def _post(port: int, content: str, **fields) -> http.client.HTTPConnection:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    body = {"messages": [{"role": "user", "content": content}], **fields}
+    connection.request("POST", "/v1/chat/completions", json.dumps(body),
+                       {"Content-Type": "application/json"})  # fmt: skip
+    return connection
+
+
+def _serve(chat: RoutedChat) -> tuple[int, Callable[[], None]]:
+    server = make_server(chat, "127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+
+    def stop() -> None:
+        server.shutdown()
+        server.server_close()
+
+    return server.server_address[1], stop
+
+
+def test_requests_that_arrive_together_are_decoded_in_one_batch() -> None:
+    backend = HeldBackend()
+    port, stop = _serve(RoutedChat(backend, batch_size=8))
+    try:
+        first = _post(port, "hi alpha")
+        assert backend.started.wait(10)
+        waiting = [
+            _post(port, f"hi {name} {i}")
+            for i in range(3)
+            for name in ("alpha", "beta")
+        ]
+        time.sleep(0.5)  # all six queue behind the held batch
+        backend.release.set()
+        for connection in (first, *waiting):
+            assert connection.getresponse().status == 200
+    finally:
+        stop()
+    # the held batch alone, then one batch per route
+    assert backend.batches == [1, 3, 3], backend.batches
+
+
+def test_a_full_queue_answers_503_with_retry_after() -> None:
+    backend = HeldBackend()
+    port, stop = _serve(RoutedChat(backend, batch_size=1, max_queue=1))
+    try:
+        first = _post(port, "hi alpha")
+        assert backend.started.wait(10)
+        queued = _post(port, "hi alpha, second")
+        time.sleep(0.3)
+        refused = _post(port, "hi alpha, third").getresponse()
+        assert refused.status == 503 and refused.getheader("Retry-After") == "1"
+        assert "busy" in json.loads(refused.read())["error"]["message"]
+        backend.release.set()
+        assert first.getresponse().status == 200
+        assert queued.getresponse().status == 200
+    finally:
+        backend.release.set()
+        stop()
+
+
+def test_a_client_that_leaves_before_its_batch_is_never_decoded() -> None:
+    backend = HeldBackend()
+    port, stop = _serve(RoutedChat(backend, batch_size=8))
+    try:
+        first = _post(port, "hi alpha")
+        assert backend.started.wait(10)
+        gone = _post(port, "hi alpha, I will leave")
+        time.sleep(0.3)
+        gone.sock.shutdown(socket.SHUT_RDWR)  # the client gives up
+        gone.close()
+        time.sleep(1.5)  # a waiting request notices within POLL_S
+        backend.release.set()
+        assert first.getresponse().status == 200
+        after = _post(port, "hi alpha, later").getresponse()
+        assert after.status == 200
+    finally:
+        stop()
+    contents = [messages[0]["content"] for _, messages in backend.seen]
+    assert contents == ["hi alpha", "hi alpha, later"]
+
+
+def test_n_choices_and_stop_strings(served) -> None:
+    backend, _, port = served
+    backend.text = "first part STOP second part"
+    answer = _client(port).chat.completions.create(
+        model="trace-router",
+        messages=[{"role": "user", "content": "hi alpha"}],
+        n=3,
+        stop=["STOP"],
+    )
+    assert [c.index for c in answer.choices] == [0, 1, 2]
+    assert {c.message.content for c in answer.choices} == {"first part "}
+    assert {c.finish_reason for c in answer.choices} == {"stop"}
+    assert answer.usage.completion_tokens == 9 and answer.usage.prompt_tokens == 7
+    with pytest.raises(openai.BadRequestError, match="stop"):
+        _client(port).chat.completions.create(
+            model="trace-router",
+            messages=[{"role": "user", "content": "hi"}],
+            stop=["a", "b", "c", "d", "e"],
+        )
+
+
+def _six_conversations(port: int) -> dict[int, list[str]]:
+    """Six concurrent three-turn conversations, greedy, each its own lengths."""
+    client = _client(port)
+    got: dict[int, list[str]] = {}
+
+    def converse(index: int) -> None:
+        messages = [{"role": "user", "content": f"chat {index}: " + "hello " * index}]
+        got[index] = []
+        for turn in range(3):
+            answer = client.chat.completions.create(
+                model="trace-router", messages=messages, tools=TOOLS,
+                temperature=0, max_tokens=6 + index,
+            )  # fmt: skip
+            text = answer.choices[0].message.content or ""
+            got[index].append(text)
+            messages += [{"role": "assistant", "content": text},
+                         {"role": "user", "content": f"turn {turn} " * (index + 1)}]  # fmt: skip
+
+    threads = [threading.Thread(target=converse, args=(i,)) for i in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    return got
+
+
+def test_batched_decoding_gives_the_one_at_a_time_replies(tiny_model_dir) -> None:
+    """Greedy replies of concurrent multi-turn conversations are the same whether the
+    server decodes them together (kept caches and all) or one at a time."""
+    from router.backends import BaseModelBackend
+    from trainer.models import load_base
+
+    model, tokenizer = load_base(str(tiny_model_dir))
+    replies, batches = {}, {}
+    for batch_size in (1, 8):
+        backend = BaseModelBackend(model, tokenizer, "json", batch_size)
+        chat = RoutedChat(backend, batch_size)
+        port, stop = _serve(chat)
+        try:
+            replies[batch_size] = _six_conversations(port)
+        finally:
+            stop()
+        batches[batch_size] = chat.batcher.batches
+    assert max(batches[8]) > 1 and max(batches[1]) == 1, batches
+    assert replies[8] == replies[1]
+    assert sorted(replies[1]) == list(range(6))
+    assert all(len(r) == 3 for r in replies[1].values())

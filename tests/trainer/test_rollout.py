@@ -324,6 +324,46 @@ def test_kept_caches_across_turns_change_no_log_prob(tmp_path, sliding_window) -
     assert generator.encoded < 0.6 * held
 
 
+@pytest.mark.parametrize("sliding_window", [None, 6], ids=["qwen2", "gemma3-sliding"])
+def test_a_pool_of_kept_caches_serves_conversations_in_any_order(
+    tmp_path, sliding_window
+) -> None:
+    """With `keep_tokens` the kept sequences outlive the next call (a server's
+    conversations return in any order), bounded in tokens; a prompt that diverges
+    from a kept sequence part-way (an earlier turn re-rendered) reuses the shared
+    prefix where no sliding window dropped it; the log-probs equal a fresh pass."""
+    from trainer.generation import TransformersGenerator
+    from trainer.models import load_base
+    from trainer.optimize import token_logprobs
+    from trainer.tiny import build_tiny_model
+
+    folder = build_tiny_model(tmp_path / "m", layers=2, sliding_window=sliding_window)
+    model, tokenizer = load_base(str(folder))
+    generator = TransformersGenerator(model, tokenizer, batch_size=4, keep_tokens=400)
+    first = [tokenizer(t)["input_ids"] for t in ("the first chat", "another one here")]
+    generator.generate(first, 8, 0.0)
+    assert len(generator.kept) == 2
+    generator.generate([tokenizer("a third chat alone")["input_ids"]], 8, 0.0)
+    assert len(generator.kept) == 3  # the first call's are still kept
+    before = generator.encoded
+    later = [first[0][:-1] + tokenizer(" diverges after all")["input_ids"]]
+    (sample,) = generator.generate(later, 8, 0.0)
+    sequence = torch.tensor([later[0] + sample.tokens])
+    mask = torch.tensor([[0.0] * len(later[0]) + [1.0] * len(sample.tokens)])
+    with torch.no_grad():
+        fresh = token_logprobs(model, sequence, torch.ones_like(sequence), 1.0, mask)
+    assert torch.allclose(
+        fresh[0, len(later[0]) :], torch.tensor(sample.logprobs), atol=1e-4
+    )
+    encoded = generator.encoded - before
+    assert encoded == (
+        len(later[0]) if sliding_window else len(later[0]) - len(first[0]) + 1
+    )
+    small = TransformersGenerator(model, tokenizer, keep_tokens=len(first[0]) + 12)
+    small.generate(first, 8, 0.0)
+    assert sum(len(k.tokens) for k in small.kept) <= len(first[0]) + 12
+
+
 def test_env_given_twice_is_a_uniform_mixture_whose_gold_policy_plays() -> None:
     from trainer.envs import MixtureHandle, resolve_envs
 

@@ -1,0 +1,164 @@
+"""`router serve` with concurrent conversations: batched vs one at a time, in the same run.
+
+N conversations of T turns each talk to the served base model at once through
+the `openai` client, greedily; the same conversations then talk to a server
+that decodes one request at a time (`--batch-size 1`, the old server). Prints
+each server's wall time and completion tokens per second, their ratio, whether
+every reply is the same, and the batch sizes the batched server decoded.
+    python benchmarks/serve_concurrency.py --model models/qwen2.5-coder-0.5b-instruct.gguf
+    python benchmarks/serve_concurrency.py --model tiny   # a tiny random model, seconds
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import openai
+
+from router.backends import BaseModelBackend
+from router.serve import RoutedChat, make_server
+from trainer.models import load_base
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "The weather in a city today.",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}},
+                "required": ["city"],
+            },
+        },
+    }
+]
+CITIES = ("Paris", "Lagos", "Lima", "Oslo", "Hanoi", "Quito", "Perth", "Cairo")
+
+
+def conversation(
+    client: openai.OpenAI, index: int, turns: int, tokens: int
+) -> tuple[list[str], int]:
+    """One conversation (a question, then the tool's answer or a follow-up each
+    turn): its replies and how many tokens they took."""
+    city = CITIES[index % len(CITIES)]
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a helpful assistant with tools."},
+        {
+            "role": "user",
+            "content": f"Should I take an umbrella in {city} today? ({index})",
+        },
+    ]
+    replies, generated = [], 0
+    for turn in range(turns):
+        answer = client.chat.completions.create(
+            model="base",
+            messages=messages,
+            tools=TOOLS,
+            temperature=0,
+            max_tokens=tokens,
+        )
+        message = answer.choices[0].message
+        generated += answer.usage.completion_tokens
+        replies.append(
+            json.dumps(message.model_dump(exclude_none=True), sort_keys=True)
+        )
+        messages.append(message.model_dump(exclude_none=True))
+        for call in message.tool_calls or []:
+            messages.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": call.id,
+                    "name": call.function.name,
+                    "content": f"Rain, {10 + turn} mm, in {city}.",
+                }  # fmt: skip
+            )
+        if not message.tool_calls:
+            messages.append({"role": "user", "content": f"And tomorrow? ({turn})"})
+    return replies, generated
+
+
+def served(
+    model: Any, tokenizer: Any, batch_size: int, args: argparse.Namespace
+) -> dict:
+    """Every conversation at once against a server of this batch size."""
+    chat = RoutedChat(
+        BaseModelBackend(model, tokenizer, "json", batch_size), batch_size
+    )
+    server = make_server(chat, "127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    client = openai.OpenAI(
+        base_url=f"http://127.0.0.1:{server.server_address[1]}/v1",
+        api_key="x",
+        max_retries=0,
+        timeout=3600,
+    )
+    replies: dict[int, tuple[list[str], int]] = {}
+
+    def run(index: int) -> None:
+        replies[index] = conversation(client, index, args.turns, args.max_tokens)
+
+    began = time.perf_counter()
+    threads = [
+        threading.Thread(target=run, args=(i,)) for i in range(args.conversations)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    seconds = time.perf_counter() - began
+    server.shutdown()
+    server.server_close()
+    return {
+        "batch_size": batch_size,
+        "seconds": seconds,
+        "requests": sum(len(r) for r, _ in replies.values()),
+        "completion_tokens": sum(n for _, n in replies.values()),
+        "replies": [replies[i][0] for i in range(args.conversations)],
+        "batches": chat.batcher.batches,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", required=True, help="a model path, or tiny")
+    parser.add_argument("--conversations", type=int, default=8)
+    parser.add_argument("--turns", type=int, default=3)
+    parser.add_argument("--max-tokens", type=int, default=48)
+    parser.add_argument(
+        "--out", type=Path, default=None, help="write the figures here as JSON"
+    )
+    args = parser.parse_args()
+    path = args.model
+    if path == "tiny":
+        from trainer.tiny import build_tiny_model
+
+        path = str(build_tiny_model(Path(tempfile.mkdtemp()) / "tiny"))
+    model, tokenizer = load_base(path)
+    runs = [served(model, tokenizer, size, args) for size in (1, args.conversations)]
+    one, batched = runs
+    for run in runs:
+        print(
+            f"batch size {run['batch_size']:>2}: {run['seconds']:7.1f} s, "
+            f"{run['completion_tokens'] / run['seconds']:7.1f} completion tokens/s, "
+            f"{run['requests']} requests"
+        )
+    same = one["replies"] == batched["replies"]
+    rate = [run["completion_tokens"] / run["seconds"] for run in runs]
+    print(
+        f"throughput batched / one at a time = {rate[1] / rate[0]:.2f}; "
+        f"greedy replies identical: {same}; batch sizes decoded: {batched['batches']}"
+    )
+    if args.out is not None:
+        args.out.write_text(json.dumps({"model": args.model, **vars(args), "model_path": path,
+                                        "runs": runs, "identical": same}, default=str, indent=1))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
