@@ -20,23 +20,19 @@ from router.errors import RouterError
 from router.modes import Route, argmax_route, top_p_route
 from router.prompt import BASE, RoutingPrompt
 from router.routed import Router
-from router.serve import ChatRequest
 from router.vllm import AdapterFiles, server_label_logprobs
 from trainer.chat import ChatFormat
-from trainer.generation import TransformersGenerator
+from trainer.generation import STOP_STRINGS, TransformersGenerator
+from trainer.rollout import Sample
 
-DEFAULT_MAX_TOKENS = 256
 KEEP_TOKENS = 32_768  # conversation tokens whose KV caches a generator keeps
 GENERATORS = 4  # model configurations whose generators (and caches) are kept
 
 
-def _budget(request: ChatRequest) -> int:
-    return request.max_completion_tokens or request.max_tokens or DEFAULT_MAX_TOKENS
-
-
 class LocalDecoder:
     """Decodes batches with the trainer's KV-cached generator, one generator per model
-    configuration (a route's adapters), each keeping its conversations' caches."""
+    configuration and endpoint (a route's adapters; chat replies end at a tool call,
+    raw text does not), each keeping its conversations' caches."""
 
     def __init__(
         self,
@@ -51,21 +47,38 @@ class LocalDecoder:
         self.tool_format = tool_format
         self.batch_size = batch_size
         self.keep_tokens = keep_tokens
-        self.generators: OrderedDict[str, TransformersGenerator] = OrderedDict()
+        self.generators: OrderedDict[tuple[str, bool], TransformersGenerator] = (
+            OrderedDict()
+        )
 
-    def _generator(self, key: str) -> TransformersGenerator:
+    def _generator(self, key: str, chat: bool) -> TransformersGenerator:
         """The route's generator (its kept caches are that configuration's alone)."""
-        if key not in self.generators:
-            self.generators[key] = TransformersGenerator(
+        if (key, chat) not in self.generators:
+            self.generators[key, chat] = TransformersGenerator(
                 self.model,
                 self.tokenizer,
                 self.batch_size,
+                stop_strings=STOP_STRINGS if chat else (),
                 keep_tokens=self.keep_tokens,
             )
             if len(self.generators) > GENERATORS:
                 self.generators.popitem(last=False)
-        self.generators.move_to_end(key)
-        return self.generators[key]
+        self.generators.move_to_end((key, chat))
+        return self.generators[key, chat]
+
+    def _prompt(self, pending: Pending) -> list[int]:
+        """The request's prompt tokens: the conversation rendered, or the raw prompt."""
+        request = pending.request
+        if pending.messages:
+            return ChatFormat(
+                self.tokenizer, request.tools or [], self.tool_format
+            ).prompt(pending.messages)
+        if isinstance(request.prompt, str):
+            return self.tokenizer(request.prompt)["input_ids"]
+        vocabulary = self.model.get_input_embeddings().num_embeddings
+        if not all(0 <= t < vocabulary for t in request.prompt):
+            raise RouterError(f"prompt: token ids must be in [0, {vocabulary})")
+        return list(request.prompt)
 
     def complete(
         self, batch: list[Pending], route: Route
@@ -75,42 +88,86 @@ class LocalDecoder:
         results: list[Completion | RouterError] = []
         prompts: list[tuple[int, list[int]]] = []
         for index, pending in enumerate(batch):
-            request = pending.request
-            ids = ChatFormat(
-                self.tokenizer, request.tools or [], self.tool_format
-            ).prompt(pending.messages)
-            if len(ids) + _budget(request) > limit:
+            try:
+                ids = self._prompt(pending)
+            except RouterError as error:
+                results.append(error)
+                continue
+            budget = pending.request.budget
+            if len(ids) + budget > limit:
                 results.append(
                     RouterError(
-                        f"the conversation ({len(ids)} tokens) plus max_tokens "
-                        f"({_budget(request)}) exceeds the model's context of {limit} "
-                        "tokens; shorten it"
+                        f"the prompt ({len(ids)} tokens) plus max_tokens ({budget}) "
+                        f"exceeds the model's context of {limit} tokens; shorten it"
                     )
                 )
                 continue
             results.append(RouterError("not decoded"))  # replaced below
             prompts.append((index, ids))
-        if not prompts:
-            return results
-        generator = self._generator(route.key)
+        chat = bool(batch[0].messages)
+        generator = self._generator(route.key, chat)
+        budget = max((batch[i].request.budget for i, _ in prompts), default=0)
         # One budget for the batch (the largest); each reply is cut to its own.
-        samples = generator.generate(
-            [ids for _, ids in prompts],
-            max(_budget(batch[i].request) for i, _ in prompts),
-            batch[0].temperature,
+        samples = (
+            generator.generate(
+                [ids for _, ids in prompts], budget, batch[0].temperature
+            )
+            if budget
+            else [Sample([], []) for _ in prompts]
         )
         for (index, ids), sample in zip(prompts, samples, strict=True):
-            budget = _budget(batch[index].request)
-            tokens = sample.tokens[:budget]
+            request = batch[index].request
+            tokens = sample.tokens[: request.budget]
             text = self.tokenizer.decode(tokens, skip_special_tokens=True)
-            ended = len(sample.tokens) <= budget and (
+            ended = len(sample.tokens) <= request.budget and (
                 (bool(tokens) and tokens[-1] in generator.stops)
                 or any(s in text for s in generator.stop_strings)
             )
+            logprobs = None
+            if not chat and request.logprobs is not None:
+                logprobs = self._logprobs(ids, tokens, request.echo, request.logprobs)
+            if not chat and request.echo:
+                echoed = request.prompt if isinstance(request.prompt, str) else None
+                text = (echoed or self.tokenizer.decode(ids)) + text
             results[index] = Completion(
-                text, len(ids), len(tokens), "stop" if ended else "length"
+                text, len(ids), len(tokens), "stop" if ended else "length", logprobs
             )
         return results
+
+    @torch.no_grad()
+    def _logprobs(
+        self, prompt: list[int], tokens: list[int], echo: bool, top: int
+    ) -> dict[str, Any]:
+        """OpenAI's logprobs block of the returned tokens (the prompt's too with
+        `echo`; its first token has none), from one pass under the active route."""
+        sequence = prompt + tokens
+        device = next(self.model.parameters()).device
+        logits = self.model(input_ids=torch.tensor([sequence], device=device)).logits
+        scores = torch.log_softmax(logits[0, :-1].float(), dim=-1)
+        picked = scores.gather(-1, torch.tensor(sequence[1:], device=device)[:, None])
+        values = [None, *picked[:, 0].tolist()]
+        first = 0 if echo else len(prompt)
+        strings = [self.tokenizer.decode([t]) for t in sequence[first:]]
+        tops: list[dict[str, float] | None] = []
+        for position in range(first, len(sequence)):
+            best = scores[position - 1].topk(top) if position else None
+            tops.append(
+                None
+                if best is None
+                else {
+                    self.tokenizer.decode([t]): v
+                    for t, v in zip(
+                        best.indices.tolist(), best.values.tolist(), strict=True
+                    )
+                }
+            )
+        offsets = [sum(len(x) for x in strings[:i]) for i in range(len(strings))]
+        return {
+            "tokens": strings,
+            "token_logprobs": values[first:],
+            "top_logprobs": tops,
+            "text_offset": offsets,
+        }
 
 
 class TransformersBackend:
@@ -236,7 +293,7 @@ class VLLMServerBackend:
         answer = self.client.completions.create(
             model=model,
             prompt=ids,
-            max_tokens=_budget(request),
+            max_tokens=request.budget,
             temperature=pending.temperature,
             extra_body={
                 "stop_token_ids": [self.tokenizer.eos_token_id],

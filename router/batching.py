@@ -3,7 +3,8 @@
 One worker thread owns the model. Each request waits in a bounded queue; the
 worker takes what is queued (up to the batch size, after a short window so
 that clients sending at once land in one batch), routes each conversation,
-and decodes every group that shares a route and a temperature as one batch.
+and decodes every group that shares a route, a temperature and an endpoint
+(chat or raw text) as one batch.
 Rows leave the batch as they finish (the generator drops them from the
 cache); a request that arrives meanwhile waits for the next batch. A full
 queue is refused at once (`Overloaded`, which the server answers 503 with
@@ -40,13 +41,14 @@ class Completion:
     prompt_tokens: int
     completion_tokens: int
     finish: str
+    logprobs: dict[str, Any] | None = None  # a text completion's, in OpenAI's form
 
 
 @dataclass
 class Pending:
     """One request waiting for its batch."""
 
-    request: Any  # router.serve.ChatRequest
+    request: Any  # router.serve.ChatRequest, or TextRequest with no messages
     messages: list[dict[str, Any]]
     future: Future = field(default_factory=Future)
 
@@ -115,8 +117,8 @@ class Batcher:
                 except Exception as exc:  # noqa: BLE001 - the request's error, not the worker's
                     pending.future.set_exception(exc)
 
-            def key(item: tuple[Route, Pending]) -> tuple[str, float]:
-                return item[0].key, item[1].temperature
+            def key(item: tuple[Route, Pending]) -> tuple[str, float, bool]:
+                return item[0].key, item[1].temperature, bool(item[1].messages)
 
             for _, group in groupby(sorted(routed, key=key), key=key):
                 items = list(group)

@@ -1,7 +1,9 @@
 """`router serve`: the routed agent behind an OpenAI-compatible chat-completions endpoint.
 
 `POST /v1/chat/completions` (messages, tools, tool_choice, temperature, stop, n,
-max_tokens) and `GET /v1/models`. A conversation is routed on its first
+max_tokens), `POST /v1/completions` (a raw prompt; echo and logprobs give the
+prompt's log-probs, which routing through an endpoint reads), `GET /v1/models`
+and `GET /health`. A conversation is routed on its first
 observation (system and first user message) and keeps that route on later
 turns; `model` set to an adapter's name (or "base") pins that configuration
 instead. The route is reported in the response (`route`) and the
@@ -40,23 +42,18 @@ MAX_BODY = 8_000_000
 LISTEN_BACKLOG = 128  # connections the kernel queues before the server takes them
 READ_TIMEOUT_S = 30.0  # a request not read whole within this is dropped
 MAX_ROUTES = 10_000
+CHAT_MAX_TOKENS = 256  # a chat reply's tokens when the request gives no max_tokens
 BATCH_SIZE = 8  # requests decoded together (1: one at a time)
 MAX_QUEUE = 256  # requests waiting beyond it are answered 503 with Retry-After
 POLL_S = 0.5  # how often a waiting request checks that its client is still there
 
 
-class ChatRequest(BaseModel):
-    """The chat-completions fields this server reads (others are accepted and ignored)."""
+class Sampling(BaseModel):
+    """What both endpoints read besides the prompt (other fields are accepted and ignored)."""
 
     model_config = ConfigDict(extra="allow")
 
-    model: str = ROUTER_MODEL
-    messages: list[dict[str, Any]] = Field(min_length=1, max_length=10_000)
-    tools: list[dict[str, Any]] | None = None
-    tool_choice: str | dict[str, Any] | None = None
     temperature: float | None = Field(default=None, ge=0, le=2)
-    max_tokens: int | None = Field(default=None, ge=1, le=32_768)
-    max_completion_tokens: int | None = Field(default=None, ge=1, le=32_768)
     stop: str | list[str] | None = Field(default=None)
     n: int = Field(default=1, ge=1, le=16)
     stream: Literal[False] | None = None
@@ -68,6 +65,40 @@ class ChatRequest(BaseModel):
         if len(stops) > 4 or not all(0 < len(s) <= 200 for s in stops):
             raise ValueError("up to 4 stop strings of 1 to 200 characters")
         return stops
+
+
+class ChatRequest(Sampling):
+    """`POST /v1/chat/completions`: a conversation, routed unless `model` pins a route."""
+
+    model: str = ROUTER_MODEL
+    messages: list[dict[str, Any]] = Field(min_length=1, max_length=10_000)
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    max_tokens: int | None = Field(default=None, ge=1, le=32_768)
+    max_completion_tokens: int | None = Field(default=None, ge=1, le=32_768)
+
+    @property
+    def budget(self) -> int:
+        """Tokens the reply may take."""
+        return self.max_completion_tokens or self.max_tokens or CHAT_MAX_TOKENS
+
+
+class TextRequest(Sampling):
+    """`POST /v1/completions`: a raw prompt (text or token ids) continued under the
+    route `model` names (the base model unless an adapter is named); with `echo`
+    and `logprobs` the prompt's own log-probs too, which routing through an
+    endpoint reads."""
+
+    model: str = BASE
+    prompt: str | list[int] = Field(min_length=1)
+    max_tokens: int = Field(default=16, ge=0, le=32_768)
+    echo: bool = False
+    logprobs: int | None = Field(default=None, ge=0, le=5)
+
+    @property
+    def budget(self) -> int:
+        """Tokens the continuation may take (0: only the echoed prompt)."""
+        return self.max_tokens
 
 
 def _text(content: Any) -> str:
@@ -214,6 +245,8 @@ class RoutedChat:
         fixed = pinned(pending.request.model, self.backend.names())
         if fixed is not None:
             return fixed
+        if not pending.messages:  # a raw prompt has no observation to route on
+            return Route("pinned", BASE, {})
         key = conversation_key(pending.messages)
         if key in self.routes:
             self.routes.move_to_end(key)
@@ -224,17 +257,14 @@ class RoutedChat:
             self.routes.popitem(last=False)
         return route
 
-    def complete(
-        self, request: ChatRequest, alive: Callable[[], bool] = lambda: True
-    ) -> dict[str, Any]:
-        """The response to `request` once its batch is decoded; `alive` says whether
-        its client is still there (ClientGone if it left before its batch began)."""
-        messages = normalise(request.messages)
-        check_tools(request.tools or [])
-        if not any(m["role"] == "user" for m in messages):
-            raise RouterError(
-                "messages: a conversation needs at least one user message"
-            )
+    def _wait(
+        self,
+        request: ChatRequest | TextRequest,
+        messages: list[dict[str, Any]],
+        alive: Callable[[], bool],
+    ) -> list[tuple[Route, Completion]]:
+        """The request's `n` completions once their batch is decoded (ClientGone if
+        `alive` says its client left before)."""
         waiting = [
             self.batcher.submit(Pending(request, messages)) for _ in range(request.n)
         ]
@@ -249,32 +279,84 @@ class RoutedChat:
                         for left in waiting:
                             left.cancel()  # those already decoding finish unread
                         raise ClientGone() from None
-        choices = [
-            _choice(index, request, done) for index, (_, done) in enumerate(results)
-        ]
-        route = results[0][0]
+        return results
+
+    def complete(
+        self, request: ChatRequest, alive: Callable[[], bool] = lambda: True
+    ) -> dict[str, Any]:
+        """The chat completion of `request`; `alive` says whether its client is
+        still there."""
+        messages = normalise(request.messages)
+        check_tools(request.tools or [])
+        if not any(m["role"] == "user" for m in messages):
+            raise RouterError(
+                "messages: a conversation needs at least one user message"
+            )
+        results = self._wait(request, messages, alive)
         return {
             "id": f"chatcmpl-{uuid.uuid4().hex}",
             "object": "chat.completion",
             "created": int(time.time()),
             "model": request.model,
-            "choices": choices,
-            "usage": {
-                "prompt_tokens": results[0][1].prompt_tokens,
-                "completion_tokens": sum(r.completion_tokens for _, r in results),
-                "total_tokens": results[0][1].prompt_tokens
-                + sum(r.completion_tokens for _, r in results),
-            },
-            "route": route.as_dict(),
+            "choices": [
+                _choice(index, request, done) for index, (_, done) in enumerate(results)
+            ],
+            "usage": _usage(results),
+            "route": results[0][0].as_dict(),
         }
+
+    def complete_text(
+        self, request: TextRequest, alive: Callable[[], bool] = lambda: True
+    ) -> dict[str, Any]:
+        """The text completion of `request` (legacy `/v1/completions`)."""
+        if request.model not in (ROUTER_MODEL, BASE, *self.backend.names()):
+            raise RouterError(
+                f"model: {request.model!r:.60} is not served; GET /v1/models lists them"
+            )
+        if not request.echo and request.max_tokens == 0:
+            raise RouterError("max_tokens: 0 needs echo: true (nothing to return)")
+        results = self._wait(request, [], alive)
+        return {
+            "id": f"cmpl-{uuid.uuid4().hex}",
+            "object": "text_completion",
+            "created": int(time.time()),
+            "model": request.model,
+            "choices": [
+                {
+                    "index": index,
+                    "text": _cut(request, done)[0],
+                    "logprobs": done.logprobs,
+                    "finish_reason": _cut(request, done)[1],
+                }
+                for index, (_, done) in enumerate(results)
+            ],
+            "usage": _usage(results),
+            "route": results[0][0].as_dict(),
+        }
+
+
+def _usage(results: list[tuple[Route, Completion]]) -> dict[str, int]:
+    """Token counts: the prompt once, every choice's completion."""
+    prompt = results[0][1].prompt_tokens
+    completion = sum(done.completion_tokens for _, done in results)
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+
+
+def _cut(request: ChatRequest | TextRequest, done: Completion) -> tuple[str, str]:
+    """The text up to the first stop string, and the finish reason."""
+    cuts = [done.text.index(s) for s in request.stop or [] if s in done.text]
+    if cuts:
+        return done.text[: min(cuts)], "stop"
+    return done.text, done.finish
 
 
 def _choice(index: int, request: ChatRequest, done: Completion) -> dict[str, Any]:
     """One choice: the text cut at the first stop string, tool calls in OpenAI's form."""
-    text, finish = done.text, done.finish
-    cuts = [text.index(s) for s in request.stop or [] if s in text]
-    if cuts:
-        text, finish = text[: min(cuts)], "stop"
+    text, finish = _cut(request, done)
     content, calls = (
         (text, [])
         if not request.tools or request.tool_choice == "none"
@@ -389,18 +471,18 @@ def make_handler(chat: RoutedChat) -> type[BaseHTTPRequestHandler]:
         do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _not_allowed  # noqa: N815 - stdlib names
 
         def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
-            if self.path.rstrip("/") not in (
-                "/v1/chat/completions",
-                "/chat/completions",
-            ):
+            endpoint = ENDPOINTS.get(self.path.rstrip("/").removeprefix("/v1"))
+            if endpoint is None:
                 self._send(
                     *_error(
                         404,
-                        f"no route {self.path}; use POST /v1/chat/completions",
+                        f"no route {self.path}; use POST /v1/chat/completions or "
+                        "/v1/completions",
                         "not_found",
                     )
                 )
                 return
+            kind, answer = endpoint
             try:
                 length = int(self.headers.get("Content-Length") or 0)
             except ValueError:
@@ -421,12 +503,12 @@ def make_handler(chat: RoutedChat) -> type[BaseHTTPRequestHandler]:
                 self._send(*_error(400, f"body: invalid JSON ({str(exc)[:200]})"))
                 return
             try:
-                request = ChatRequest.model_validate(payload)
+                request = kind.model_validate(payload)
             except ValidationError as exc:
                 self._send(*_error(400, _validation_message(exc)))
                 return
             try:
-                response = chat.complete(request, self._connected)
+                response = answer(chat, request, self._connected)
             except RouterError as exc:
                 self._send(*_error(400, str(exc)))
                 return
@@ -458,6 +540,13 @@ def make_handler(chat: RoutedChat) -> type[BaseHTTPRequestHandler]:
             )
 
     return Handler
+
+
+# POST paths (with or without /v1): the request they read, the method that answers
+ENDPOINTS: dict[str, tuple[type[Sampling], Callable[..., dict[str, Any]]]] = {
+    "/chat/completions": (ChatRequest, RoutedChat.complete),
+    "/completions": (TextRequest, RoutedChat.complete_text),
+}
 
 
 class Server(ThreadingHTTPServer):

@@ -14,6 +14,7 @@ import types
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import SimpleNamespace
 
+import openai
 import pytest
 import torch
 
@@ -23,7 +24,7 @@ from router.prompt import BASE, RoutingPrompt
 from router.routed import first_observation
 from router.scorer import LabelScorer
 from router.serve import RoutedChat, make_server
-from router.vllm import VLLMScorer
+from router.vllm import VLLMScorer, server_label_logprobs
 from tests.conftest import BASE_ENV, ENVS
 from trainer.envs import resolve_env
 from trainer.models import load_base
@@ -235,3 +236,48 @@ def test_serve_forwards_to_a_vllm_server_with_the_adapter_name(
     finally:
         server.shutdown()
         upstream.shutdown()
+
+
+def test_routing_through_the_projects_own_completions_endpoint(
+    tiny_model_dir, adapters
+) -> None:
+    """`router serve` of the plain base model answers `/v1/completions` with echo and
+    logprobs as vLLM does: the label log-probs routing reads through an endpoint
+    equal the local scorer's."""
+    from router.backends import BaseModelBackend
+
+    capabilities = load_capabilities(adapters, str(tiny_model_dir))
+    base, tokenizer = load_base(str(tiny_model_dir))
+    prompt = RoutingPrompt(capabilities, tokenizer, example_tokens=40, task_tokens=64)
+    messages = first_observation(resolve_env(ENVS["date_time_recovery"]), 2**30)
+    expected = LabelScorer(base, prompt).score(messages).logprobs
+    server = make_server(
+        RoutedChat(BaseModelBackend(base, tokenizer, "json", 4)), "127.0.0.1", 0
+    )
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        client = openai.OpenAI(
+            base_url=f"http://127.0.0.1:{server.server_address[1]}/v1", api_key="x"
+        )
+        got = server_label_logprobs(client, BASE, prompt, messages)
+        torch.testing.assert_close(torch.tensor(got), expected, atol=1e-4, rtol=1e-4)
+        text = client.completions.create(
+            model=BASE, prompt="hello there", max_tokens=3, temperature=0,
+            logprobs=2, stop=["\n\n\n\n"],
+        )  # fmt: skip
+        choice = text.choices[0]
+        assert len(choice.logprobs.tokens) == text.usage.completion_tokens <= 3
+        assert all(len(top) == 2 for top in choice.logprobs.top_logprobs)
+        assert choice.text == "".join(choice.logprobs.tokens)
+        echoed = client.completions.create(
+            model=BASE, prompt="hello there", max_tokens=0, echo=True, logprobs=0
+        )
+        assert echoed.choices[0].text == "hello there"
+        assert echoed.choices[0].logprobs.token_logprobs[0] is None
+        with pytest.raises(openai.BadRequestError, match="not served"):
+            client.completions.create(model="nobody", prompt="hi")
+        with pytest.raises(openai.BadRequestError, match="token ids"):
+            client.completions.create(model=BASE, prompt=[10**9])
+    finally:
+        server.shutdown()
+        server.server_close()
