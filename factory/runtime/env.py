@@ -63,10 +63,12 @@ def run_call(
 ) -> tuple[dict[str, Any], State, bool]:
     """Run one OpenAI tool call on `state`: (tool message, state after, succeeded).
 
-    A refused or crashing call leaves the state exactly as it was.
+    A refused or crashing call leaves the state exactly as it was: a tool that
+    may write is run after a snapshot (a copy of the whole state, most of a
+    step's cost), one the kit declares read-only is not.
     """
     name = call["function"]["name"]
-    before = snapshot(state)
+    before = state if name in toolkit.reads else snapshot(state)
     try:
         content = toolkit.execute(state, name, call["function"]["arguments"])
     except ToolError as exc:

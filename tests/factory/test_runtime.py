@@ -172,3 +172,45 @@ def test_snapshot_is_an_exact_independent_copy_and_falls_back_for_other_types() 
     assert [type(v) for v in copied["a"]] == [type(v) for v in state["a"]]
     odd = {"value": Fraction(1, 3)}  # not marshal-able: deep-copied instead
     assert snapshot(odd) == odd
+
+
+def test_read_only_tools_skip_the_snapshot_and_a_false_declaration_is_caught() -> None:
+    """A call to a tool the kit declares read-only runs on the state itself (no copy);
+    a tool that may write still runs after a snapshot, so a crash mid-way is undone;
+    and the property suite fails a kit that declares a writing tool read-only."""
+    from dataclasses import replace
+
+    from factory.runtime.env import run_call
+    from factory.runtime.properties import refused_tool_calls_never_change_the_state
+
+    tasks = family("permission_error_recovery", "phone")
+    toolkit = tasks.toolkit
+    assert "get_wifi_status" in toolkit.reads and "set_wifi_status" not in toolkit.reads
+    state = tasks.generate(3).initial_state
+
+    def call(name: str, arguments: dict) -> dict:
+        return {
+            "id": "c",
+            "function": {"name": name, "arguments": json.dumps(arguments)},
+        }
+
+    _, after, ok = run_call(toolkit, state, call("get_wifi_status", {}))
+    assert ok and after is state
+    _, after, ok = run_call(toolkit, state, call("get_wifi_status", {"extra": 1}))
+    assert not ok and after is state  # refused: the same, untouched state
+
+    def crashes(state: dict, **arguments: object) -> None:
+        state["half"] = "written"
+        raise KeyError("a tool bug")
+
+    broken = replace(
+        toolkit, implementations={**toolkit.implementations, "set_wifi_status": crashes}
+    )
+    before = state_hash(state)
+    _, after, ok = run_call(broken, state, call("set_wifi_status", {"on": True}))
+    assert not ok and state_hash(after) == before and "half" not in after
+    wifi = toolkit.subset(["set_wifi_status", "get_wifi_status"])
+    lying = replace(wifi, reads=frozenset(wifi.tool_names))
+    liar = type("Env", (TaskEnv,), {"family": replace(tasks, toolkit=lying)})
+    with pytest.raises(AssertionError, match="declared read-only"):
+        refused_tool_calls_never_change_the_state(liar)

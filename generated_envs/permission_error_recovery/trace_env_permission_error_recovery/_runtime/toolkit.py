@@ -31,6 +31,9 @@ class Toolkit:
     policy: str
     schemas: tuple[dict[str, Any], ...]
     implementations: Mapping[str, Implementation] = field(repr=False)
+    # Tools that never change the state, whatever their arguments (the property
+    # suite proves it): their calls skip the snapshot that undoes a failed call.
+    reads: frozenset[str] = frozenset()
 
     @classmethod
     def from_json(
@@ -46,6 +49,7 @@ class Toolkit:
             policy=data["policy"],
             schemas=tuple(data["tools"]),
             implementations=dict(implementations),
+            reads=frozenset(data.get("reads", ())),
         )
         names = [schema["function"]["name"] for schema in kit.schemas]
         if sorted(names) != sorted(kit.implementations):
@@ -53,6 +57,8 @@ class Toolkit:
                 f"kit '{kit.id}': schemas {sorted(names)} and implementations "
                 f"{sorted(kit.implementations)} differ"
             )
+        if unknown := kit.reads - set(names):
+            raise ValueError(f"kit '{kit.id}': reads names no tool {sorted(unknown)}")
         return kit
 
     @property
@@ -74,6 +80,7 @@ class Toolkit:
             implementations={
                 n: f for n, f in self.implementations.items() if n in wanted
             },
+            reads=self.reads & wanted,
         )
 
     def function(self, name: str) -> dict[str, Any] | None:

@@ -333,7 +333,8 @@ def _leaves(value: Any) -> list[Any]:
 
 
 def refused_tool_calls_never_change_the_state(env_class: EnvClass) -> None:
-    """Schema-valid calls either succeed or raise ToolError with the state untouched."""
+    """Schema-valid calls either succeed or raise ToolError with the state untouched;
+    a tool the kit declares read-only leaves it untouched either way."""
     family = env_class.family
 
     @_settings()
@@ -351,6 +352,10 @@ def refused_tool_calls_never_change_the_state(env_class: EnvClass) -> None:
             except ToolError:
                 assert state_hash(state) == before, (
                     f"{function['name']}({arguments}) failed but changed the state"
+                )
+            if function["name"] in family.toolkit.reads:
+                assert state_hash(state) == before, (
+                    f"{function['name']} is declared read-only but changed the state"
                 )
 
     check()
