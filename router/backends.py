@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from router.adapters import AdapterBank
-from router.batching import Completion, Pending
+from router.batching import Completion, Finished, OneShot, Pending
 from router.capabilities import CapabilitySet
 from router.errors import RouterError
 from router.modes import Route, argmax_route, top_p_route
@@ -22,7 +22,7 @@ from router.prompt import BASE, RoutingPrompt
 from router.routed import Router
 from router.vllm import AdapterFiles, server_label_logprobs
 from trainer.chat import ChatFormat
-from trainer.generation import STOP_STRINGS, TransformersGenerator
+from trainer.generation import STOP_STRINGS, DecodeStream, TransformersGenerator
 from trainer.rollout import Sample
 
 KEEP_TOKENS = 32_768  # conversation tokens whose KV caches a generator keeps
@@ -66,7 +66,12 @@ class LocalDecoder:
         self.generators.move_to_end((key, chat))
         return self.generators[key, chat]
 
-    def _prompt(self, pending: Pending) -> list[int]:
+    @property
+    def context(self) -> int:
+        """The model's context in tokens."""
+        return getattr(self.model.config, "max_position_embeddings", None) or 32_768
+
+    def prompt(self, pending: Pending) -> list[int]:
         """The request's prompt tokens: the conversation rendered, or the raw prompt."""
         request = pending.request
         if pending.messages:
@@ -80,59 +85,32 @@ class LocalDecoder:
             raise RouterError(f"prompt: token ids must be in [0, {vocabulary})")
         return list(request.prompt)
 
-    def complete(
-        self, batch: list[Pending], route: Route
-    ) -> list[Completion | RouterError]:
-        """One batched decode of every request that fits the model's context."""
-        limit = getattr(self.model.config, "max_position_embeddings", None) or 32_768
-        results: list[Completion | RouterError] = []
-        prompts: list[tuple[int, list[int]]] = []
-        for index, pending in enumerate(batch):
-            try:
-                ids = self._prompt(pending)
-            except RouterError as error:
-                results.append(error)
-                continue
-            budget = pending.request.budget
-            if len(ids) + budget > limit:
-                results.append(
-                    RouterError(
-                        f"the prompt ({len(ids)} tokens) plus max_tokens ({budget}) "
-                        f"exceeds the model's context of {limit} tokens; shorten it"
-                    )
-                )
-                continue
-            results.append(RouterError("not decoded"))  # replaced below
-            prompts.append((index, ids))
-        chat = bool(batch[0].messages)
-        generator = self._generator(route.key, chat)
-        budget = max((batch[i].request.budget for i, _ in prompts), default=0)
-        # One budget for the batch (the largest); each reply is cut to its own.
-        samples = (
-            generator.generate(
-                [ids for _, ids in prompts], budget, batch[0].temperature
-            )
-            if budget
-            else [Sample([], []) for _ in prompts]
+    def open(self, route: Route, chat: bool, temperature: float) -> LocalStream:
+        """A stream of requests decoded together under `route` (already active)."""
+        return LocalStream(self, self._generator(route.key, chat), temperature)
+
+    def completion(
+        self, pending: Pending, ids: list[int], sample: Sample, stops: set[int]
+    ) -> Completion:
+        """A finished row as a completion (with the prompt and log-probs a text
+        request asks for)."""
+        request = pending.request
+        text = self.tokenizer.decode(sample.tokens, skip_special_tokens=True)
+        ended = bool(sample.tokens) and (
+            sample.tokens[-1] in stops
+            or len(sample.tokens) < request.budget
+            or any(s in text for s in STOP_STRINGS if pending.messages)
         )
-        for (index, ids), sample in zip(prompts, samples, strict=True):
-            request = batch[index].request
-            tokens = sample.tokens[: request.budget]
-            text = self.tokenizer.decode(tokens, skip_special_tokens=True)
-            ended = len(sample.tokens) <= request.budget and (
-                (bool(tokens) and tokens[-1] in generator.stops)
-                or any(s in text for s in generator.stop_strings)
+        logprobs = None
+        if not pending.messages and request.logprobs is not None:
+            logprobs = self._logprobs(
+                ids, sample.tokens, request.echo, request.logprobs
             )
-            logprobs = None
-            if not chat and request.logprobs is not None:
-                logprobs = self._logprobs(ids, tokens, request.echo, request.logprobs)
-            if not chat and request.echo:
-                echoed = request.prompt if isinstance(request.prompt, str) else None
-                text = (echoed or self.tokenizer.decode(ids)) + text
-            results[index] = Completion(
-                text, len(ids), len(tokens), "stop" if ended else "length", logprobs
-            )
-        return results
+        if not pending.messages and request.echo:
+            echoed = request.prompt if isinstance(request.prompt, str) else None
+            text = (echoed or self.tokenizer.decode(ids)) + text
+        finish = "stop" if ended else "length"
+        return Completion(text, len(ids), len(sample.tokens), finish, logprobs)
 
     @torch.no_grad()
     def _logprobs(
@@ -170,6 +148,77 @@ class LocalDecoder:
         }
 
 
+class LocalStream:
+    """Requests decoded by the trainer's `DecodeStream` (rows join between steps),
+    each checked against the context and answered as soon as its row stops."""
+
+    def __init__(
+        self,
+        decoder: LocalDecoder,
+        generator: TransformersGenerator,
+        temperature: float,
+    ) -> None:
+        self.decoder = decoder
+        self.generator = generator
+        self.previous = generator.kept  # the kept pool the stream's rows resume from
+        generator.kept = []
+        self.rows = DecodeStream(generator, temperature, self.previous)
+        self.waiting: dict[int, tuple[Pending, list[int]]] = {}
+
+    @property
+    def live(self) -> int:
+        return len(self.waiting)
+
+    def admit(self, batch: list[Pending]) -> Finished:
+        finished: Finished = []
+        rows = []
+        limit = self.decoder.context
+        for pending in batch:
+            try:
+                ids = self.decoder.prompt(pending)
+            except RouterError as error:
+                finished.append((pending, error))
+                continue
+            budget = pending.request.budget
+            if len(ids) + budget > limit:
+                finished.append((pending, RouterError(
+                    f"the prompt ({len(ids)} tokens) plus max_tokens ({budget}) "
+                    f"exceeds the model's context of {limit} tokens; shorten it"
+                )))  # fmt: skip
+            elif budget == 0:  # an echoed prompt alone
+                finished.append(
+                    (
+                        pending,
+                        self.decoder.completion(pending, ids, Sample([], []), set()),
+                    )
+                )
+            else:
+                self.waiting[id(pending)] = (pending, ids)
+                rows.append((id(pending), ids, budget))
+        return finished + self._answered(self.rows.admit(rows))
+
+    def step(self) -> Finished:
+        return self._answered(self.rows.step())
+
+    def _answered(self, done: list[tuple[int, Sample]]) -> Finished:
+        finished: Finished = []
+        for key, sample in done:
+            pending, ids = self.waiting.pop(key)
+            finished.append(
+                (
+                    pending,
+                    self.decoder.completion(pending, ids, sample, self.generator.stops),
+                )
+            )
+        return finished
+
+    def pendings(self) -> list[Pending]:
+        return [pending for pending, _ in self.waiting.values()]
+
+    def close(self) -> None:
+        self.generator.settle(self.previous)
+
+
 class TransformersBackend:
     """One base model with all adapters (peft); the route's configuration is activated per batch."""
 
@@ -193,11 +242,9 @@ class TransformersBackend:
     def route(self, messages: list[dict[str, Any]]) -> Route:
         return self.router.route(messages, self.mode)
 
-    def complete(
-        self, batch: list[Pending], route: Route
-    ) -> list[Completion | RouterError]:
+    def open(self, route: Route, chat: bool, temperature: float) -> LocalStream:
         self.bank.activate(route)
-        return self.decoder.complete(batch, route)
+        return self.decoder.open(route, chat, temperature)
 
 
 class BaseModelBackend:
@@ -215,10 +262,8 @@ class BaseModelBackend:
     def route(self, messages: list[dict[str, Any]]) -> Route:
         return Route("base", BASE, {})
 
-    def complete(
-        self, batch: list[Pending], route: Route
-    ) -> list[Completion | RouterError]:
-        return self.decoder.complete(batch, route)
+    def open(self, route: Route, chat: bool, temperature: float) -> LocalStream:
+        return self.decoder.open(route, chat, temperature)
 
 
 class VLLMServerBackend:
@@ -277,10 +322,14 @@ class VLLMServerBackend:
             self.loaded.add(name)
         return name
 
+    def open(self, route: Route, chat: bool, temperature: float) -> OneShot:
+        """Requests sent together; the vLLM server batches them itself."""
+        return OneShot(self.complete, route)
+
     def complete(
         self, batch: list[Pending], route: Route
     ) -> list[Completion | RouterError]:
-        """The batch's requests sent at once: the vLLM server batches them itself."""
+        """The batch's requests sent at once."""
         model = self._model_for(route)
         with ThreadPoolExecutor(len(batch)) as pool:
             return list(pool.map(lambda p: self._one(p, model), batch))

@@ -1,15 +1,15 @@
-"""Batching for `router serve`: requests that arrive together are decoded together.
+"""Batching for `router serve`: requests decoded together, joining as others finish.
 
 One worker thread owns the model. Each request waits in a bounded queue; the
-worker takes what is queued (up to the batch size, after a short window so
-that clients sending at once land in one batch), routes each conversation,
-and decodes every group that shares a route, a temperature and an endpoint
-(chat or raw text) as one batch.
-Rows leave the batch as they finish (the generator drops them from the
-cache); a request that arrives meanwhile waits for the next batch. A full
-queue is refused at once (`Overloaded`, which the server answers 503 with
-Retry-After), and a request whose client has gone before its batch starts
-is dropped unread (`Pending.cancel`).
+worker routes it and opens a stream for its route, temperature and endpoint
+(chat or raw text), which the requests of the same kind arriving within a short
+window join. While the stream decodes, one token a step, a request that stops
+is answered at once, and a new request of the same kind joins between steps
+(continuous batching) up to the batch size; a request for another route waits
+until the stream drains, and once it has waited HOLD_S no more requests join
+the stream. A full queue is refused at once (`Overloaded`, which the server
+answers 503 with Retry-After), and a request whose client has gone before its
+decoding starts is dropped unread (`Pending.cancel`).
 """
 
 from __future__ import annotations
@@ -17,16 +17,17 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from itertools import groupby
-from typing import Any
+from typing import Any, Protocol
 
 from router.errors import RouterError
 from router.modes import Route
 
 WINDOW_S = 0.02  # how long the worker waits for more requests after the first
+HOLD_S = 2.0  # a request of another route waits at most this long before joining stops
 
 
 class Overloaded(Exception):
@@ -51,6 +52,7 @@ class Pending:
     request: Any  # router.serve.ChatRequest, or TextRequest with no messages
     messages: list[dict[str, Any]]
     future: Future = field(default_factory=Future)
+    arrived: float = field(default_factory=time.monotonic)
 
     @property
     def temperature(self) -> float:
@@ -59,30 +61,96 @@ class Pending:
         return 1.0 if t is None else float(t)
 
     def cancel(self) -> bool:
-        """Drop the request if its batch has not started (its client has gone)."""
+        """Drop the request if its decoding has not started (its client has gone)."""
         return self.future.cancel()
 
 
-Decode = Callable[[list[Pending], Route], list[Completion | RouterError]]
+Finished = list[tuple[Pending, "Completion | Exception"]]
+
+
+class Stream(Protocol):
+    """Requests decoded together under one route: admitted between steps, each
+    returned as soon as it is done."""
+
+    @property
+    def live(self) -> int:
+        """Requests admitted and not yet returned."""
+        ...
+
+    def admit(self, batch: list[Pending]) -> Finished:
+        """Add requests; those finished at once (refused ones) are returned."""
+        ...
+
+    def step(self) -> Finished:
+        """Decode a step; return the requests that finished."""
+        ...
+
+    def pendings(self) -> list[Pending]:
+        """The requests admitted and not yet returned."""
+        ...
+
+    def close(self) -> None:
+        """The stream is drained (a backend may tidy its caches)."""
+        ...
+
+
+Open = Callable[[Route, bool, float], Stream]  # (route, chat?, temperature) -> stream
+
+
+class OneShot:
+    """A stream over a backend that completes whole batches at once: each step
+    completes every request admitted since the last (a vLLM server batches them)."""
+
+    def __init__(
+        self, complete: Callable[[list[Pending], Route], list[Any]], route: Route
+    ) -> None:
+        self.complete = complete
+        self.route = route
+        self.waiting: list[Pending] = []
+
+    @property
+    def live(self) -> int:
+        return len(self.waiting)
+
+    def admit(self, batch: list[Pending]) -> Finished:
+        self.waiting += batch
+        return []
+
+    def step(self) -> Finished:
+        batch, self.waiting = self.waiting, []
+        return list(zip(batch, self.complete(batch, self.route), strict=True))
+
+    def pendings(self) -> list[Pending]:
+        return list(self.waiting)
+
+    def close(self) -> None:
+        pass
 
 
 class Batcher:
-    """The worker thread and its queue; `submit` blocks a request's thread until done."""
+    """The worker thread and its queue; `submit` blocks a request's thread until done.
+
+    A stream runs one route (and temperature, and endpoint) at a time: requests
+    for it that arrive while it decodes join between steps, up to the batch size;
+    one for another route waits (and stops further joining) until the stream
+    drains, then starts the next stream.
+    """
 
     def __init__(
         self,
         route: Callable[[Pending], Route],
-        decode: Decode,
+        open_stream: Open,
         batch_size: int,
         max_queue: int,
     ) -> None:
         if batch_size < 1 or max_queue < 1:
             raise RouterError("--batch-size and --max-queue must be at least 1")
         self.route = route
-        self.decode = decode
+        self.open_stream = open_stream
         self.batch_size = batch_size
         self.queue: queue.Queue[Pending] = queue.Queue(maxsize=max_queue)
-        self.batches: list[int] = []  # the size of every batch decoded (for benchmarks)
+        self.held: deque[tuple[Route, Pending]] = deque()  # other routes' requests
+        self.batches: list[int] = []  # the most rows each stream decoded at once
         threading.Thread(target=self._work, daemon=True, name="batcher").start()
 
     def submit(self, pending: Pending) -> Pending:
@@ -95,41 +163,94 @@ class Batcher:
             ) from None
         return pending
 
-    def _take(self) -> list[Pending]:
-        """The next batch: the first request, and what arrives within the window."""
-        batch = [self.queue.get()]
-        deadline = time.monotonic() + WINDOW_S
-        while len(batch) < self.batch_size:
+    def _routed(self, timeout: float | None) -> tuple[Route, Pending] | None:
+        """The next request still wanted, with its route (None if none came within
+        `timeout`; None waits); a request whose routing fails gets that error."""
+        while True:
             try:
-                batch.append(
-                    self.queue.get(timeout=max(0.0, deadline - time.monotonic()))
-                )
+                pending = self.queue.get(timeout=timeout)
             except queue.Empty:
-                break
-        return [p for p in batch if p.future.set_running_or_notify_cancel()]
+                return None
+            if pending.future.cancelled():
+                continue  # its client left
+            try:
+                return self.route(pending), pending
+            except Exception as exc:  # noqa: BLE001 - the request's error, not the worker's
+                if pending.future.set_running_or_notify_cancel():
+                    pending.future.set_exception(exc)
+
+    def _gather(
+        self, key: tuple[str, float, bool], joining: list[Pending], live: int,
+        until: float | None,
+    ) -> None:  # fmt: skip
+        """Move requests of `key` (held ones first, then the queue's, waiting for
+        more until `until`) into `joining` while the stream has room and no request
+        of another kind has waited HOLD_S; hold every other request taken."""
+
+        def room() -> bool:
+            now = time.monotonic()
+            return live + len(joining) < self.batch_size and all(
+                _key(*item) == key or now - item[1].arrived < HOLD_S
+                for item in self.held
+            )
+
+        for item in list(self.held):
+            if _key(*item) == key and room():
+                self.held.remove(item)
+                joining.append(item[1])
+        while len(self.held) < self.queue.maxsize:
+            wait = 0.0 if until is None else max(0.0, until - time.monotonic())
+            item = self._routed(wait)
+            if item is None:
+                return
+            if _key(*item) == key and room():
+                joining.append(item[1])
+            else:
+                self.held.append(item)
 
     def _work(self) -> None:
         while True:
-            routed: list[tuple[Route, Pending]] = []
-            for pending in self._take():
+            route, first = self.held.popleft() if self.held else self._routed(None)  # type: ignore[misc]
+            key = _key(route, first)
+            stream = self.open_stream(route, bool(first.messages), first.temperature)
+            joining = [first]
+            # clients sending at once land in one batch
+            self._gather(key, joining, 0, time.monotonic() + WINDOW_S)
+            most = 0
+            while joining or stream.live:
+                started = [
+                    p for p in joining if p.future.set_running_or_notify_cancel()
+                ]
+                joining = []
                 try:
-                    routed.append((self.route(pending), pending))
-                except Exception as exc:  # noqa: BLE001 - the request's error, not the worker's
-                    pending.future.set_exception(exc)
+                    _settle(route, stream.admit(started))
+                    most = max(most, stream.live)
+                    if stream.live:
+                        _settle(route, stream.step())
+                except Exception as exc:  # noqa: BLE001 - the stream fails, the worker stays up
+                    _fail(stream, started, exc)
+                    break
+                self._gather(key, joining, stream.live, None)
+            stream.close()
+            self.batches.append(most)
 
-            def key(item: tuple[Route, Pending]) -> tuple[str, float, bool]:
-                return item[0].key, item[1].temperature, bool(item[1].messages)
 
-            for _, group in groupby(sorted(routed, key=key), key=key):
-                items = list(group)
-                route = items[0][0]
-                try:
-                    results = self.decode([p for _, p in items], route)
-                except Exception as exc:  # noqa: BLE001 - the batch fails, the worker stays up
-                    results = [exc] * len(items)
-                for (_, pending), result in zip(items, results, strict=True):
-                    if isinstance(result, Exception):
-                        pending.future.set_exception(result)
-                    else:
-                        pending.future.set_result((route, result))
-                self.batches.append(len(items))
+def _key(route: Route, pending: Pending) -> tuple[str, float, bool]:
+    """What requests decoded together share: the route, the temperature, the endpoint."""
+    return route.key, pending.temperature, bool(pending.messages)
+
+
+def _settle(route: Route, finished: Finished) -> None:
+    """Give each finished request its completion, or its own error."""
+    for pending, result in finished:
+        if isinstance(result, Exception):
+            pending.future.set_exception(result)
+        else:
+            pending.future.set_result((route, result))
+
+
+def _fail(stream: Stream, joining: list[Pending], error: Exception) -> None:
+    """A stream that raised: every request in it (or being admitted) gets the error."""
+    for pending in [*stream.pendings(), *joining]:
+        if not pending.future.done():
+            pending.future.set_exception(error)

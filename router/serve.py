@@ -31,7 +31,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from factory.errors import printable
-from router.batching import Batcher, Completion, Overloaded, Pending
+from router.batching import Batcher, Completion, Overloaded, Pending, Stream
 from router.errors import RouterError
 from router.modes import Route
 from router.prompt import BASE
@@ -186,17 +186,15 @@ def conversation_key(messages: list[dict[str, Any]]) -> str:
 
 
 class Backend(Protocol):
-    """What the server needs from a model: names, routing, and completion of a batch
-    of requests under one route."""
+    """What the server needs from a model: names, routing, and streams that decode
+    requests together under one route."""
 
     def names(self) -> list[str]: ...
 
     def route(self, messages: list[dict[str, Any]]) -> Route: ...
 
-    def complete(
-        self, batch: list[Pending], route: Route
-    ) -> list[Completion | RouterError]:
-        """Each request's reply, or the error that request alone met."""
+    def open(self, route: Route, chat: bool, temperature: float) -> Stream:
+        """A stream decoding requests of this route, endpoint and temperature."""
         ...
 
 
@@ -222,7 +220,7 @@ class RoutedChat:
     ) -> None:
         self.backend = backend
         self.routes: OrderedDict[str, Route] = OrderedDict()  # the worker's alone
-        self.batcher = Batcher(self._route, backend.complete, batch_size, max_queue)
+        self.batcher = Batcher(self._route, backend.open, batch_size, max_queue)
 
     def models(self) -> dict[str, Any]:
         created = int(time.time())

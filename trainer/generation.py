@@ -11,7 +11,7 @@ which GRPO's importance ratio needs.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -227,17 +227,24 @@ class TransformersGenerator:
         previous = self.kept if resume or self.keep_tokens else []
         self.kept = []
         for start in range(0, len(prompts), self.batch_size):
-            samples += self._batch(
-                prompts[start : start + self.batch_size],
-                max_new_tokens,
-                temperature,
-                previous,
+            stream = DecodeStream(self, temperature, previous)
+            chunk = prompts[start : start + self.batch_size]
+            done = dict(
+                stream.admit([(i, p, max_new_tokens) for i, p in enumerate(chunk)])
             )
-        if self.keep_tokens:
-            self.kept = _recent(self.kept, previous, self.keep_tokens)
+            while stream.live:
+                done.update(stream.step())
+            samples += [done[i] for i in range(len(chunk))]
+        self.settle(previous)
         if was_training:
             self.model.train()
         return samples
+
+    def settle(self, previous: Sequence[_Kept]) -> None:
+        """After decoding: the kept pool is the new sequences, then `previous` ones
+        still fitting `keep_tokens` (without `keep_tokens`, only the new ones)."""
+        if self.keep_tokens:
+            self.kept = _recent(self.kept, previous, self.keep_tokens)
 
     def _extend(
         self, source: _Kept | None, tokens: list[int]
@@ -272,79 +279,152 @@ class TransformersGenerator:
                 done[tuple(prompt)] = self._extend(source, prompt)
         return [done[tuple(p)] for p in prompts]
 
-    def _batch(
+
+class DecodeStream:
+    """Rows decoded together one token per step, which join between steps and leave
+    as they stop (continuous batching; `generate` admits its rows once).
+
+    `admit` prefills each prompt on its own cache (`_prefill`: shared prefixes and
+    kept sequences reused), samples its first token, and rebuilds the batched
+    cache, left-padded to the longest row, with the rows already decoding; `step`
+    feeds every row its last token and samples the next. A row stops at an
+    end-of-turn token, a stop string or its own token budget; what it encoded is
+    kept on the generator (the last sampled token was never fed).
+    """
+
+    def __init__(
         self,
-        prompts: Sequence[list[int]],
-        max_new_tokens: int,
+        generator: TransformersGenerator,
         temperature: float,
         previous: Sequence[_Kept],
-    ) -> list[Sample]:
-        """Sample one turn for each prompt: prefill (see `_prefill`), then one cached step per token."""
-        device = next(self.model.parameters()).device
-        width = max(len(p) for p in prompts)
-        prefilled = self._prefill(prompts, previous)
-        cache = _cache(self.model.config, [k for k, _ in prefilled], width)
-        logits = torch.stack([last for _, last in prefilled])
-        attention = torch.tensor(
-            [[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device
-        )
-        last = torch.tensor([[len(p) - 1] for p in prompts], device=device)
-        tokens: list[list[int]] = [[] for _ in prompts]
-        logprobs: list[list[float]] = [[] for _ in prompts]
-        rows = torch.arange(
-            len(prompts), device=device
-        )  # prompt index of each live row
-        stops = torch.tensor(sorted(self.stops), device=device)
-        for step in range(max_new_tokens):
-            # temperature 0 is greedy decoding (evaluation, as the paper evaluates)
-            scaled = torch.log_softmax(logits.float() / (temperature or 1.0), dim=-1)
-            token = (
-                scaled.argmax(-1, keepdim=True)
-                if temperature == 0
-                else torch.multinomial(scaled.exp(), 1)
-            )  # [live, 1]
-            picked = scaled.gather(-1, token).squeeze(-1)
-            done = torch.isin(token.squeeze(-1), stops)
-            for live, (row, value, logp) in enumerate(
-                zip(
-                    rows.tolist(),
-                    token.squeeze(-1).tolist(),
-                    picked.tolist(),
-                    strict=True,
-                )
-            ):
-                tokens[row].append(value)
-                logprobs[row].append(logp)
-                if self.stop_strings and not done[live]:
-                    done[live] = _stopped(
-                        self.tokenizer, tokens[row], self.stop_strings
-                    )
-            if step == max_new_tokens - 1:
-                done[:] = True
-            # Finished rows leave the batch and the cache; what they encoded is kept
-            # (the last sampled token was never fed).
-            for live in done.nonzero().squeeze(-1).tolist():
-                row = int(rows[live])
-                self.kept.append(_kept(cache, live, prompts[row] + tokens[row][:-1]))
-            if bool(done.all()):
-                break
-            if bool(done.any()):
-                keep = (~done).nonzero().squeeze(-1)
-                cache.batch_select_indices(keep)
-                rows, token, attention, last = (
-                    rows[keep], token[keep], attention[keep], last[keep],
-                )  # fmt: skip
-            attention = torch.cat([attention, attention.new_ones(len(rows), 1)], dim=1)
-            last = last + 1
-            output = self.model(
-                input_ids=token, attention_mask=attention, position_ids=last,
-                **cache_kwargs(cache), use_cache=True,
-            )  # fmt: skip
-            logits = output.logits[:, -1]
-        return [
-            _cut(t, lp, self.stops, self.tokenizer, self.stop_strings)
-            for t, lp in zip(tokens, logprobs, strict=True)
+    ) -> None:
+        self.generator = generator
+        self.temperature = temperature
+        self.previous = previous
+        self.device = next(generator.model.parameters()).device
+        self.rows: list[_Row] = []
+        self.cache: Any = None
+        self.attention = torch.zeros(0, 0, dtype=torch.long, device=self.device)
+        self.stops = torch.tensor(sorted(generator.stops), device=self.device)
+
+    @property
+    def live(self) -> int:
+        """Rows still decoding."""
+        return len(self.rows)
+
+    @torch.no_grad()
+    def admit(
+        self, prompts: Sequence[tuple[Any, list[int], int]]
+    ) -> list[tuple[Any, Sample]]:
+        """Add (key, prompt, token budget) rows; those that stop at once are returned."""
+        if not prompts:
+            return []
+        prefilled = self.generator._prefill([p for _, p, _ in prompts], self.previous)
+        old = [
+            _kept(self.cache, index, row.sequence)
+            for index, row in enumerate(self.rows)
         ]
+        self.rows += [_Row(key, prompt, budget) for key, prompt, budget in prompts]
+        caches = [*old, *(kept for kept, _ in prefilled)]
+        width = max(len(k.tokens) for k in caches)
+        self.cache = _cache(self.generator.model.config, caches, width)
+        self.attention = torch.tensor(
+            [[0] * (width - len(k.tokens)) + [1] * len(k.tokens) for k in caches],
+            device=self.device,
+        )
+        new = torch.zeros(len(self.rows), dtype=torch.bool, device=self.device)
+        new[len(old) :] = True
+        logits = torch.stack([last for _, last in prefilled])
+        return self._sample(logits, new)
+
+    @torch.no_grad()
+    def step(self) -> list[tuple[Any, Sample]]:
+        """Feed every row its last token and sample the next; return the rows that stopped."""
+        token = torch.tensor(
+            [[row.tokens[-1]] for row in self.rows], device=self.device
+        )
+        self.attention = torch.cat(
+            [self.attention, self.attention.new_ones(len(self.rows), 1)], dim=1
+        )
+        last = torch.tensor(
+            [[len(row.sequence)] for row in self.rows], device=self.device
+        )
+        output = self.generator.model(
+            input_ids=token, attention_mask=self.attention, position_ids=last,
+            **cache_kwargs(self.cache), use_cache=True,
+        )  # fmt: skip
+        return self._sample(output.logits[:, -1], None)
+
+    def _sample(
+        self, logits: torch.Tensor, only: torch.Tensor | None
+    ) -> list[tuple[Any, Sample]]:
+        """Sample a token for the rows (`only`: those rows, the others' logits being
+        absent), then drop the rows that stopped from the batch and its cache."""
+        rows = (
+            self.rows
+            if only is None
+            else [row for row, new in zip(self.rows, only.tolist(), strict=True) if new]
+        )
+        # temperature 0 is greedy decoding (evaluation, as the paper evaluates)
+        scaled = torch.log_softmax(logits.float() / (self.temperature or 1.0), dim=-1)
+        token = (
+            scaled.argmax(-1, keepdim=True)
+            if self.temperature == 0
+            else torch.multinomial(scaled.exp(), 1)
+        )  # [rows, 1]
+        picked = scaled.gather(-1, token).squeeze(-1)
+        stopped = torch.isin(token.squeeze(-1), self.stops).tolist()
+        generator = self.generator
+        for row, value, logp in zip(
+            rows, token.squeeze(-1).tolist(), picked.tolist(), strict=True
+        ):
+            row.tokens.append(value)
+            row.logprobs.append(logp)
+        done = [
+            stop
+            or len(row.tokens) >= row.budget
+            or (
+                bool(generator.stop_strings)
+                and _stopped(generator.tokenizer, row.tokens, generator.stop_strings)
+            )
+            for row, stop in zip(rows, stopped, strict=True)
+        ]
+        finished = {id(row) for row, end in zip(rows, done, strict=True) if end}
+        if not finished:
+            return []
+        keep, out = [], []
+        for index, row in enumerate(self.rows):
+            if id(row) in finished:
+                generator.kept.append(_kept(self.cache, index, row.sequence))
+                out.append(
+                    (row.key, _cut(row.tokens, row.logprobs, generator.stops,
+                                   generator.tokenizer, generator.stop_strings))
+                )  # fmt: skip
+            else:
+                keep.append(index)
+        if keep:
+            indices = torch.tensor(keep, device=self.device)
+            self.cache.batch_select_indices(indices)
+            self.attention = self.attention[indices]
+        self.rows = [self.rows[i] for i in keep]
+        return out
+
+
+@dataclass
+class _Row:
+    """One row of a stream: its prompt, budget, and what it has sampled."""
+
+    key: Any
+    prompt: list[int]
+    budget: int
+    tokens: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+
+    @property
+    def sequence(self) -> list[int]:
+        """What the cache holds for this row: the prompt and every sampled token but
+        the last (fed at the next step)."""
+        return self.prompt + self.tokens[:-1]
 
 
 class VLLMGenerator:

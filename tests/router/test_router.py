@@ -338,14 +338,12 @@ def test_serve_answers_the_openai_client_and_keeps_routes(
             "It is 5pm.",
         ]
     )
-    real_complete = backend.complete
+    real = backend.decoder.completion
 
-    def complete(batch, route):  # the tiny model's text is random: script it
-        return [
-            replace(done, text=next(script)) for done in real_complete(batch, route)
-        ]
+    def completion(*arguments):  # the tiny model's text is random: script it
+        return replace(real(*arguments), text=next(script))
 
-    backend.complete = complete
+    backend.decoder.completion = completion
     chat = RoutedChat(backend)
     server = make_server(chat, "127.0.0.1", 0)
     thread = threading.Thread(target=server.serve_forever, daemon=True)

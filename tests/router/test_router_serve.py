@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 import openai
 import pytest
 
-from router.batching import Completion
+from router.batching import Completion, OneShot
 from router.modes import Route
 from router.prompt import BASE
 from router.serve import MAX_BODY, RoutedChat, make_server
@@ -35,6 +35,9 @@ class ScriptedBackend:
         user = next(m["content"] for m in messages if m["role"] == "user")
         target = "beta" if "beta" in user else "alpha"
         return Route("argmax", target, {target: 1.0})
+
+    def open(self, route, chat, temperature):
+        return OneShot(self.complete, route)
 
     def complete(self, batch, route):
         self.batches.append(len(batch))
@@ -338,7 +341,8 @@ def _serve(chat: RoutedChat) -> tuple[int, Callable[[], None]]:
 
 def test_requests_that_arrive_together_are_decoded_in_one_batch() -> None:
     backend = HeldBackend()
-    port, stop = _serve(RoutedChat(backend, batch_size=8))
+    chat = RoutedChat(backend, batch_size=8)
+    port, stop = _serve(chat)
     try:
         first = _post(port, "hi alpha")
         assert backend.started.wait(10)
@@ -353,8 +357,10 @@ def test_requests_that_arrive_together_are_decoded_in_one_batch() -> None:
             assert connection.getresponse().status == 200
     finally:
         stop()
-    # the held batch alone, then one batch per route
+    # the held request alone; then the other alpha requests join its stream
+    # between steps, and the betas make the next stream
     assert backend.batches == [1, 3, 3], backend.batches
+    assert chat.batcher.batches == [3, 3]
 
 
 def test_a_full_queue_answers_503_with_retry_after() -> None:

@@ -364,6 +364,45 @@ def test_a_pool_of_kept_caches_serves_conversations_in_any_order(
     assert sum(len(k.tokens) for k in small.kept) <= len(first[0]) + 12
 
 
+@pytest.mark.parametrize("sliding_window", [None, 6], ids=["qwen2", "gemma3-sliding"])
+def test_rows_that_join_a_running_stream_decode_as_they_would_alone(
+    tmp_path, sliding_window
+) -> None:
+    """Continuous batching: rows admitted while others are mid-way, each with its own
+    budget, sample the tokens and log-probs they would sample decoded alone."""
+    from trainer.generation import DecodeStream, TransformersGenerator
+    from trainer.models import load_base
+    from trainer.tiny import build_tiny_model
+
+    folder = build_tiny_model(tmp_path / "m", layers=2, sliding_window=sliding_window)
+    model, tokenizer = load_base(str(folder))
+    prompts = {
+        name: tokenizer(text)["input_ids"]
+        for name, text in (("a", "first prompt"), ("b", "a much longer second prompt"),
+                           ("c", "third"))
+    }  # fmt: skip
+    budgets = {"a": 12, "b": 5, "c": 9}
+    generator = TransformersGenerator(model, tokenizer, stop_strings=())
+    stream = DecodeStream(generator, 0.0, [])
+    done = dict(stream.admit([("a", prompts["a"], budgets["a"])]))
+    for _ in range(3):
+        done.update(stream.step())
+    done.update(stream.admit([(k, prompts[k], budgets[k]) for k in ("b", "c")]))
+    assert stream.live == 3
+    while stream.live:
+        done.update(stream.step())
+    for name, prompt in prompts.items():
+        alone = TransformersGenerator(model, tokenizer, stop_strings=()).generate(
+            [prompt], budgets[name], 0.0
+        )[0]
+        assert done[name].tokens == alone.tokens, name
+        assert len(alone.tokens) == budgets[name]  # random weights: no stop token
+        assert torch.allclose(
+            torch.tensor(done[name].logprobs), torch.tensor(alone.logprobs), atol=1e-4
+        )
+    assert len(generator.kept) == 3
+
+
 def test_env_given_twice_is_a_uniform_mixture_whose_gold_policy_plays() -> None:
     from trainer.envs import MixtureHandle, resolve_envs
 
