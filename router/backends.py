@@ -106,11 +106,23 @@ class LocalDecoder:
             logprobs = self._logprobs(
                 ids, sample.tokens, request.echo, request.logprobs
             )
-        if not pending.messages and request.echo:
-            echoed = request.prompt if isinstance(request.prompt, str) else None
-            text = (echoed or self.tokenizer.decode(ids)) + text
+        echoed = ""
+        if not pending.messages:  # a raw prompt: echoed, and offsets count from it
+            shown = (
+                request.prompt
+                if isinstance(request.prompt, str)
+                else self.tokenizer.decode(ids)
+            )
+            if request.echo:
+                echoed = shown
+            elif logprobs is not None:
+                logprobs["text_offset"] = [
+                    len(shown) + o for o in logprobs["text_offset"]
+                ]
         finish = "stop" if ended else "length"
-        return Completion(text, len(ids), len(sample.tokens), finish, logprobs)
+        return Completion(
+            echoed + text, len(ids), len(sample.tokens), finish, logprobs, len(echoed)
+        )
 
     @torch.no_grad()
     def _logprobs(
@@ -174,42 +186,48 @@ class LocalStream:
         rows = []
         limit = self.decoder.context
         for pending in batch:
-            try:
+            try:  # a request's own problem (its template, its prompt) is its error alone
                 ids = self.decoder.prompt(pending)
-            except RouterError as error:
+                budget = pending.request.budget
+                if len(ids) + budget > limit:
+                    raise RouterError(
+                        f"the prompt ({len(ids)} tokens) plus max_tokens ({budget}) "
+                        f"exceeds the model's context of {limit} tokens; shorten it"
+                    )
+                if budget == 0:  # an echoed prompt alone
+                    empty = Sample([], [])
+                    finished.append(
+                        (pending, self.decoder.completion(pending, ids, empty, set()))
+                    )
+                    continue
+            except Exception as error:  # noqa: BLE001 - answered to that request
                 finished.append((pending, error))
                 continue
-            budget = pending.request.budget
-            if len(ids) + budget > limit:
-                finished.append((pending, RouterError(
-                    f"the prompt ({len(ids)} tokens) plus max_tokens ({budget}) "
-                    f"exceeds the model's context of {limit} tokens; shorten it"
-                )))  # fmt: skip
-            elif budget == 0:  # an echoed prompt alone
-                finished.append(
-                    (
-                        pending,
-                        self.decoder.completion(pending, ids, Sample([], []), set()),
-                    )
-                )
-            else:
-                self.waiting[id(pending)] = (pending, ids)
-                rows.append((id(pending), ids, budget))
+            self.waiting[id(pending)] = (pending, ids)
+            rows.append((id(pending), ids, budget))
         return finished + self._answered(self.rows.admit(rows))
 
     def step(self) -> Finished:
         return self._answered(self.rows.step())
 
     def _answered(self, done: list[tuple[int, Sample]]) -> Finished:
+        """The stopped rows' completions (each its own error if building it fails);
+        the kept pool is trimmed and offered to the rows that join next."""
         finished: Finished = []
         for key, sample in done:
-            pending, ids = self.waiting.pop(key)
-            finished.append(
-                (
-                    pending,
-                    self.decoder.completion(pending, ids, sample, self.generator.stops),
+            pending, ids = self.waiting[key]
+            try:
+                result: Completion | Exception = self.decoder.completion(
+                    pending, ids, sample, self.generator.stops
                 )
-            )
+            except Exception as error:  # noqa: BLE001 - answered to that request
+                result = error
+            del self.waiting[key]
+            finished.append((pending, result))
+        if done:
+            self.generator.settle(self.previous)
+            self.previous = self.rows.previous = self.generator.kept
+            self.generator.kept = []
         return finished
 
     def pendings(self) -> list[Pending]:
@@ -324,15 +342,26 @@ class VLLMServerBackend:
 
     def open(self, route: Route, chat: bool, temperature: float) -> OneShot:
         """Requests sent together; the vLLM server batches them itself."""
+        if not chat:
+            raise RouterError(
+                "/v1/completions is not forwarded to vLLM; send it to the vLLM server"
+            )
         return OneShot(self.complete, route)
 
     def complete(
         self, batch: list[Pending], route: Route
-    ) -> list[Completion | RouterError]:
+    ) -> list[Completion | Exception]:
         """The batch's requests sent at once."""
         model = self._model_for(route)
+
+        def one(pending: Pending) -> Completion | Exception:
+            try:
+                return self._one(pending, model)
+            except Exception as error:  # noqa: BLE001 - that request's error alone
+                return error
+
         with ThreadPoolExecutor(len(batch)) as pool:
-            return list(pool.map(lambda p: self._one(p, model), batch))
+            return list(pool.map(one, batch))
 
     def _one(self, pending: Pending, model: str) -> Completion:
         request = pending.request

@@ -43,6 +43,7 @@ class Completion:
     completion_tokens: int
     finish: str
     logprobs: dict[str, Any] | None = None  # a text completion's, in OpenAI's form
+    echoed: int = 0  # characters of `text` that are the echoed prompt
 
 
 @dataclass
@@ -53,6 +54,13 @@ class Pending:
     messages: list[dict[str, Any]]
     future: Future = field(default_factory=Future)
     arrived: float = field(default_factory=time.monotonic)
+    route: Route | None = None  # set when the worker routes it
+
+    @property
+    def key(self) -> tuple[str, float, bool]:
+        """What requests decoded together share: route, temperature, endpoint."""
+        assert self.route is not None
+        return self.route.key, self.temperature, bool(self.messages)
 
     @property
     def temperature(self) -> float:
@@ -149,8 +157,8 @@ class Batcher:
         self.open_stream = open_stream
         self.batch_size = batch_size
         self.queue: queue.Queue[Pending] = queue.Queue(maxsize=max_queue)
-        self.held: deque[tuple[Route, Pending]] = deque()  # other routes' requests
-        self.batches: list[int] = []  # the most rows each stream decoded at once
+        self.held: deque[Pending] = deque()  # taken from the queue, not yet decoding
+        self.batches: deque[int] = deque(maxlen=1000)  # most rows per stream, recent
         threading.Thread(target=self._work, daemon=True, name="batcher").start()
 
     def submit(self, pending: Pending) -> Pending:
@@ -163,8 +171,8 @@ class Batcher:
             ) from None
         return pending
 
-    def _routed(self, timeout: float | None) -> tuple[Route, Pending] | None:
-        """The next request still wanted, with its route (None if none came within
+    def _routed(self, timeout: float | None) -> Pending | None:
+        """The next request still wanted, routed (None if none came within
         `timeout`; None waits); a request whose routing fails gets that error."""
         while True:
             try:
@@ -174,10 +182,18 @@ class Batcher:
             if pending.future.cancelled():
                 continue  # its client left
             try:
-                return self.route(pending), pending
+                pending.route = self.route(pending)
+                return pending
             except Exception as exc:  # noqa: BLE001 - the request's error, not the worker's
                 if pending.future.set_running_or_notify_cancel():
                     pending.future.set_exception(exc)
+
+    def _overdue(self, key: tuple[str, float, bool]) -> Pending | None:
+        """The oldest held request of another kind that has waited HOLD_S, if any."""
+        now = time.monotonic()
+        return next(
+            (p for p in self.held if p.key != key and now - p.arrived >= HOLD_S), None
+        )
 
     def _gather(
         self, key: tuple[str, float, bool], joining: list[Pending], live: int,
@@ -188,34 +204,55 @@ class Batcher:
         of another kind has waited HOLD_S; hold every other request taken."""
 
         def room() -> bool:
-            now = time.monotonic()
-            return live + len(joining) < self.batch_size and all(
-                _key(*item) == key or now - item[1].arrived < HOLD_S
-                for item in self.held
-            )
+            return live + len(joining) < self.batch_size and self._overdue(key) is None
 
-        for item in list(self.held):
-            if _key(*item) == key and room():
-                self.held.remove(item)
-                joining.append(item[1])
+        for pending in list(self.held):
+            if pending.key == key and room():
+                self.held.remove(pending)
+                joining.append(pending)
         while len(self.held) < self.queue.maxsize:
             wait = 0.0 if until is None else max(0.0, until - time.monotonic())
-            item = self._routed(wait)
-            if item is None:
+            pending = self._routed(wait)
+            if pending is None:
                 return
-            if _key(*item) == key and room():
-                joining.append(item[1])
+            if pending.key == key and room():
+                joining.append(pending)
             else:
-                self.held.append(item)
+                self.held.append(pending)
+
+    def _first(self, last: tuple[str, float, bool] | None) -> Pending:
+        """The request that opens the next stream: one of another kind than the
+        stream just ended if it waited HOLD_S (it stopped that stream), else the
+        oldest held, else the next from the queue."""
+        while True:
+            overdue = self._overdue(last) if last is not None else None
+            if overdue is not None:
+                self.held.remove(overdue)
+                first = overdue
+            elif self.held:
+                first = self.held.popleft()
+            else:
+                first = self._routed(None)
+                assert first is not None  # waiting without a timeout
+            if not first.future.cancelled():
+                return first
 
     def _work(self) -> None:
+        last = None
         while True:
-            route, first = self.held.popleft() if self.held else self._routed(None)  # type: ignore[misc]
-            key = _key(route, first)
-            stream = self.open_stream(route, bool(first.messages), first.temperature)
+            first = self._first(last)
+            last = first.key
+            try:
+                stream = self.open_stream(
+                    first.route, bool(first.messages), first.temperature
+                )  # type: ignore[arg-type]
+            except Exception as exc:  # noqa: BLE001 - the request's error, the worker stays up
+                if first.future.set_running_or_notify_cancel():
+                    first.future.set_exception(exc)
+                continue
             joining = [first]
             # clients sending at once land in one batch
-            self._gather(key, joining, 0, time.monotonic() + WINDOW_S)
+            self._gather(last, joining, 0, time.monotonic() + WINDOW_S)
             most = 0
             while joining or stream.live:
                 started = [
@@ -223,30 +260,28 @@ class Batcher:
                 ]
                 joining = []
                 try:
-                    _settle(route, stream.admit(started))
+                    _settle(stream.admit(started))
                     most = max(most, stream.live)
                     if stream.live:
-                        _settle(route, stream.step())
+                        _settle(stream.step())
                 except Exception as exc:  # noqa: BLE001 - the stream fails, the worker stays up
                     _fail(stream, started, exc)
                     break
-                self._gather(key, joining, stream.live, None)
-            stream.close()
+                self._gather(last, joining, stream.live, None)
+            try:
+                stream.close()
+            except Exception:  # noqa: BLE001 - tidying a cache must not stop serving
+                pass
             self.batches.append(most)
 
 
-def _key(route: Route, pending: Pending) -> tuple[str, float, bool]:
-    """What requests decoded together share: the route, the temperature, the endpoint."""
-    return route.key, pending.temperature, bool(pending.messages)
-
-
-def _settle(route: Route, finished: Finished) -> None:
-    """Give each finished request its completion, or its own error."""
+def _settle(finished: Finished) -> None:
+    """Give each finished request its route and completion, or its own error."""
     for pending, result in finished:
         if isinstance(result, Exception):
             pending.future.set_exception(result)
         else:
-            pending.future.set_result((route, result))
+            pending.future.set_result((pending.route, result))
 
 
 def _fail(stream: Stream, joining: list[Pending], error: Exception) -> None:

@@ -263,9 +263,18 @@ class RoutedChat:
     ) -> list[tuple[Route, Completion]]:
         """The request's `n` completions once their batch is decoded (ClientGone if
         `alive` says its client left before)."""
-        waiting = [
-            self.batcher.submit(Pending(request, messages)) for _ in range(request.n)
-        ]
+        if request.n > self.batcher.queue.maxsize:
+            raise RouterError(
+                f"n: at most {self.batcher.queue.maxsize} choices (--max-queue)"
+            )
+        waiting: list[Pending] = []
+        try:
+            for _ in range(request.n):
+                waiting.append(self.batcher.submit(Pending(request, messages)))
+        except Overloaded:
+            for pending in waiting:
+                pending.cancel()
+            raise
         results: list[tuple[Route, Completion]] = []
         for pending in waiting:
             while True:
@@ -346,7 +355,11 @@ def _usage(results: list[tuple[Route, Completion]]) -> dict[str, int]:
 
 def _cut(request: ChatRequest | TextRequest, done: Completion) -> tuple[str, str]:
     """The text up to the first stop string, and the finish reason."""
-    cuts = [done.text.index(s) for s in request.stop or [] if s in done.text]
+    cuts = [
+        done.text.index(s, done.echoed)
+        for s in request.stop or []
+        if s in done.text[done.echoed :]
+    ]
     if cuts:
         return done.text[: min(cuts)], "stop"
     return done.text, done.finish
@@ -450,10 +463,14 @@ def make_handler(chat: RoutedChat) -> type[BaseHTTPRequestHandler]:
                 )
 
         def _connected(self) -> bool:
-            """Whether the client is still there: a closed socket reads as empty."""
+            """Whether the client is still there: a closed socket reads as empty
+            (poll, unlike select, takes any descriptor number)."""
+            poller = select.poll()
+            poller.register(self.connection, select.POLLIN)
             try:
-                readable, _, _ = select.select([self.connection], [], [], 0)
-                return not readable or self.connection.recv(1, socket.MSG_PEEK) != b""
+                if not poller.poll(0):
+                    return True
+                return self.connection.recv(1, socket.MSG_PEEK) != b""
             except OSError:
                 return False
 

@@ -56,9 +56,6 @@ class Context:
     folder: RunFolder
     config_file: Path
     _base: tuple[Any, Any] | None = None
-    # True while a stage runs under `--from`: its jobs are redone, not reused, since
-    # a job's key holds its inputs and not the code (a fix is what --from is for)
-    fresh: bool = False
 
     def say(self, text: str) -> None:
         """One progress line on stderr."""
@@ -151,7 +148,7 @@ class Context:
         """The folder of a finished job with these inputs: reused, or made by `work(folder)`."""
         key = digest({"kind": kind, **inputs})[:20]
         final = self.folder.root / ".jobs" / f"{kind}-{key}"
-        if not self.fresh and (final / DONE).is_file():
+        if (final / DONE).is_file():
             self.say(f"{kind}: reusing the finished job {final.name}")
             return final
         with staged(final) as staging:  # a half-done one left by a kill is replaced

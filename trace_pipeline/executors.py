@@ -48,13 +48,13 @@ def _call(context: Context, job: Job) -> Path:
     )
 
 
-def _remote(root: str, job: Job, fresh: bool) -> tuple[str, str]:
+def _remote(root: str, job: Job) -> tuple[str, str]:
     """A job in a Ray worker: the run's context rebuilt from its folder."""
     from trace_pipeline.config import load_config
     from trace_pipeline.store import RunFolder
 
     saved = Path(root) / "config.yaml"
-    context = Context(load_config(saved), RunFolder(Path(root)), saved, fresh=fresh)
+    context = Context(load_config(saved), RunFolder(Path(root)), saved)
     return str(_call(context, job)), socket.gethostname()
 
 
@@ -83,5 +83,5 @@ def run_jobs(context: Context, jobs: list[Job]) -> list[Done]:
         retry_exceptions=True,
     )
     root = str(context.folder.root.resolve())
-    finished = ray.get([task.remote(root, job, context.fresh) for job in jobs])
+    finished = ray.get([task.remote(root, job) for job in jobs])
     return [Done(Path(folder), host) for folder, host in finished]

@@ -3,7 +3,9 @@
 A stage's key hashes its config sections, its upstream manifests and the
 project version; a stage whose manifest holds the same key is skipped, and a
 stage that is redone changes its manifest, so every stage after it is redone
-too. `start` (`--from STAGE`) redoes that stage and every one after it, jobs included.
+too. `start` (`--from STAGE`) forgets that stage and every one after it, their
+finished jobs included (a job's key holds its inputs, not the code, and a code
+fix is what --from is for), then redoes them.
 """
 
 from __future__ import annotations
@@ -75,6 +77,9 @@ def run(config_file: Path, out: Path, start: str | None = None) -> Path:
         if not saved.exists() or saved.read_bytes() != config_file.read_bytes():
             shutil.copyfile(config_file, saved)
         context = Context(config, folder, config_file)
+        if start is not None:  # forgotten first: a run killed half-way redoes them too
+            for stage in STAGES[NAMES.index(start) :]:
+                folder.forget(stage.name, stage.jobs)
         redo = False
         for number, stage in enumerate(STAGES, 1):
             redo = redo or stage.name == start
@@ -86,7 +91,6 @@ def run(config_file: Path, out: Path, start: str | None = None) -> Path:
                 context.say(f"{label}: done, skipped")
                 continue
             context.say(f"{label}: running")
-            context.fresh = redo
             began = time.time()
             with folder.staging(stage.name) as staging:
                 result = stage.work(context, staging)

@@ -14,6 +14,7 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -98,6 +99,14 @@ class RunFolder:
             if isinstance(data, dict) and isinstance(data.get("key"), str)
             else None
         )
+
+    def forget(self, name: str, jobs: tuple[str, ...]) -> None:
+        """Make a stage not done: its manifest goes, and its finished jobs of these
+        kinds (its outputs stay until the redone stage replaces them)."""
+        (self.stage(name) / MANIFEST).unlink(missing_ok=True)
+        for kind in jobs:
+            for job in (self.root / ".jobs").glob(f"{kind}-*"):
+                shutil.rmtree(job, ignore_errors=True)
 
     @contextlib.contextmanager
     def staging(self, name: str) -> Iterator[Path]:

@@ -316,9 +316,12 @@ class DecodeStream:
     def admit(
         self, prompts: Sequence[tuple[Any, list[int], int]]
     ) -> list[tuple[Any, Sample]]:
-        """Add (key, prompt, token budget) rows; those that stop at once are returned."""
+        """Add (key, prompt, token budget) rows; those that stop at once are returned
+        (a budget of 0 at once, with nothing sampled)."""
+        empty = [(key, Sample([], [])) for key, _, budget in prompts if budget <= 0]
+        prompts = [row for row in prompts if row[2] > 0]
         if not prompts:
-            return []
+            return empty
         prefilled = self.generator._prefill([p for _, p, _ in prompts], self.previous)
         old = [
             _kept(self.cache, index, row.sequence)
@@ -335,7 +338,7 @@ class DecodeStream:
         new = torch.zeros(len(self.rows), dtype=torch.bool, device=self.device)
         new[len(old) :] = True
         logits = torch.stack([last for _, last in prefilled])
-        return self._sample(logits, new)
+        return empty + self._sample(logits, new)
 
     @torch.no_grad()
     def step(self) -> list[tuple[Any, Sample]]:

@@ -360,7 +360,7 @@ def test_requests_that_arrive_together_are_decoded_in_one_batch() -> None:
     # the held request alone; then the other alpha requests join its stream
     # between steps, and the betas make the next stream
     assert backend.batches == [1, 3, 3], backend.batches
-    assert chat.batcher.batches == [3, 3]
+    assert list(chat.batcher.batches) == [3, 3]
 
 
 def test_a_full_queue_answers_503_with_retry_after() -> None:
@@ -471,3 +471,72 @@ def test_batched_decoding_gives_the_one_at_a_time_replies(tiny_model_dir) -> Non
     assert replies[8] == replies[1]
     assert sorted(replies[1]) == list(range(6))
     assert all(len(r) == 3 for r in replies[1].values())
+
+
+class FailingOpen(ScriptedBackend):
+    """Its first stream cannot be opened (an adapter that fails to load)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failed = False
+
+    def open(self, route, chat, temperature):
+        if not self.failed:
+            self.failed = True
+            raise RuntimeError("the adapter would not load")
+        return super().open(route, chat, temperature)
+
+
+def test_a_stream_that_cannot_open_fails_its_request_and_serving_goes_on() -> None:
+    port, stop = _serve(RoutedChat(FailingOpen()))
+    try:
+        failed = _post(port, "hi alpha").getresponse()
+        assert failed.status == 500 and "would not load" in failed.read().decode()
+        assert _post(port, "hi alpha again").getresponse().status == 200
+    finally:
+        stop()
+
+
+def test_a_route_kept_waiting_stops_other_requests_joining(monkeypatch) -> None:
+    import router.batching
+
+    monkeypatch.setattr(router.batching, "HOLD_S", 0.3)
+    backend = HeldBackend()
+    port, stop = _serve(RoutedChat(backend, batch_size=2))
+    try:
+        first = _post(port, "hi alpha 0")
+        assert backend.started.wait(10)
+        others = [_post(port, f"hi alpha {i}") for i in range(1, 8)]
+        time.sleep(0.2)
+        late = _post(port, "hi beta")  # queued behind seven alpha requests
+        time.sleep(0.6)  # it has waited past HOLD_S before the worker is free
+        backend.release.set()
+        for connection in (first, *others, late):
+            assert connection.getresponse().status == 200
+    finally:
+        stop()
+    routes = [route for route, _ in backend.seen]
+    # beta goes after the stream it stopped, not after every alpha request
+    assert routes.index("beta") < len(routes) - 2, routes
+
+
+def test_stop_strings_never_cut_the_echoed_prompt_and_n_is_bounded(
+    tiny_model_dir,
+) -> None:
+    from router.backends import BaseModelBackend
+    from trainer.models import load_base
+
+    model, tokenizer = load_base(str(tiny_model_dir))
+    port, stop = _serve(RoutedChat(BaseModelBackend(model, tokenizer, "json", 4), 4, 8))
+    try:
+        client = _client(port)
+        echoed = client.completions.create(
+            model="base", prompt="say STOP now", max_tokens=2, echo=True, stop=["STOP"]
+        )
+        assert echoed.choices[0].text.startswith("say STOP now")
+        with pytest.raises(openai.BadRequestError, match="at most 8 choices"):
+            client.chat.completions.create(
+                model="trace-router", messages=[{"role": "user", "content": "hi"}], n=9
+            )
+    finally:
+        stop()

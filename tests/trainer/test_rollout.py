@@ -401,6 +401,8 @@ def test_rows_that_join_a_running_stream_decode_as_they_would_alone(
             torch.tensor(done[name].logprobs), torch.tensor(alone.logprobs), atol=1e-4
         )
     assert len(generator.kept) == 3
+    (nothing,) = generator.generate([prompts["a"]], 0, 0.0)
+    assert nothing.tokens == [] and nothing.logprobs == []
 
 
 def test_env_given_twice_is_a_uniform_mixture_whose_gold_policy_plays() -> None:

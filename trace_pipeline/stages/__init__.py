@@ -31,6 +31,9 @@ class Stage:
     upstream: tuple[str, ...]
     work: Callable[[Any, Path], dict[str, Any]]
     plays_target: bool = False  # also reads the settings that define the target's tasks
+    jobs: tuple[
+        str, ...
+    ] = ()  # the kinds of job it runs (see trace_pipeline.executors)
 
     def settings(self, config: Any) -> tuple[str, ...]:
         """Every setting this stage reads (what its manifest hashes)."""
@@ -57,15 +60,19 @@ STAGES = (
         (),
         collect.run,
         plays_target=True,
+        jobs=("collect",),
     ),
     Stage("analyze", ("analyze",), ("collect",), analyze.run),
     Stage("generate", ("generate",), ("analyze",), generate.run, plays_target=True),
-    Stage("train", (*MODEL, "train", "rollout"), ("generate",), train.run),
+    Stage(
+        "train", (*MODEL, "train", "rollout"), ("generate",), train.run, jobs=("train",)
+    ),
     Stage(
         "baselines",
         (*MODEL, "train", "rollout", "baselines"),
         ("generate",),
         baselines.run,
+        jobs=("mixture",),
     ),
     Stage("route", (*MODEL, "route"), ("collect", "generate", "train"), route.run),
     Stage(
