@@ -233,7 +233,7 @@ def test_a_gym_target_gives_records_with_its_gold_actions(tmp_path: Path) -> Non
         PipelineConfig.model_validate({"model": "tiny", "target": {"kind": "gym"}})
 
 
-def test_a_held_out_change_redoes_only_evaluation_and_shards_are_reused(
+def test_a_held_out_change_redoes_only_evaluation_and_from_forgets_its_stages(
     finished: Path, tmp_path: Path
 ) -> None:
     assert (
@@ -262,7 +262,13 @@ def test_a_held_out_change_redoes_only_evaluation_and_shards_are_reused(
             process.send_signal(signal.SIGKILL)
             break
     process.wait(timeout=60)
-    assert any("collect: reusing the finished job" in line for line in lines), lines
+    # --from forgets the stage's finished jobs: the shards are played again
+    assert not any("reusing the finished job" in line for line in lines), lines
+    # and the stages it forgot stay forgotten after the kill: a plain rerun redoes them
+    rerun = _trace("run", str(changed), "--out", str(out))
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    assert rerun.stderr.count("done, skipped") == 1  # collect, finished before the kill
+    assert "reusing the finished job" not in rerun.stderr
 
 
 def test_a_trajectories_target_is_analysed_and_never_played(
