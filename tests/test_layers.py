@@ -44,3 +44,15 @@ def test_validate_never_imports_generate() -> None:
         if module.startswith("factory.generate")
     )
     assert back == []
+
+
+def test_analysis_and_the_archetypes_do_not_import_each_other_both_ways() -> None:
+    """analyze reads the archetype registry; the archetypes' detectors read
+    trajectories and evidence from factory.trajectory, never from analyze."""
+    back = sorted(
+        f"{path.relative_to(ROOT)} imports {module}"
+        for path in (ROOT / "factory" / "archetypes").rglob("*.py")
+        for module in imports(path)
+        if module.startswith("factory.analyze")
+    )
+    assert back == []

@@ -6,10 +6,10 @@ reads what a trajectory shows, returning NA, PRESENT or LACKING with evidence.
 
 from __future__ import annotations
 
-from factory.analyze.evidence import NA
-from factory.analyze.labels import Capability, Judgement
-from factory.analyze.records import Trajectory
 from factory.archetypes import archetypes
+from factory.trajectory.evidence import NA
+from factory.trajectory.labels import Capability, Judgement
+from factory.trajectory.records import Trajectory
 
 
 def builtin_dictionary() -> list[Capability]:

@@ -18,8 +18,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from factory.analyze.records import Trajectory
 from factory.errors import FactoryError
+from factory.trajectory.records import Trajectory
 
 TAU2_PASS = 1.0 - 1e-6
 

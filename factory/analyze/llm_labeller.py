@@ -20,12 +20,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, ValidationError
 from tqdm import tqdm
 
-from factory.analyze.labels import Capability, Judgement, Label
-from factory.analyze.records import Trajectory
 from factory.analyze.specs import snake_name
 from factory.archetypes import archetypes
 from factory.errors import FactoryError
 from factory.llm import chat, json_payload, openai_client
+from factory.trajectory.labels import Capability, Judgement, Label
+from factory.trajectory.records import Trajectory
 
 DISCOVERY_PROMPT = """\
 You analyse an LLM agent's trajectories on a tool-using environment to find the

@@ -22,8 +22,6 @@ from tqdm import tqdm
 from factory.analyze import report
 from factory.analyze.detectors import builtin_dictionary, label_offline
 from factory.analyze.importers import import_paths
-from factory.analyze.labels import Capability, Judgement, Label
-from factory.analyze.records import Trajectory, write_jsonl
 from factory.analyze.specs import build_spec
 from factory.analyze.statistics import Labelled, Selection, bootstrap, majority, select
 from factory.analyze.truth import load_truth, score
@@ -31,6 +29,8 @@ from factory.errors import FactoryError
 from factory.kits import kits as load_kits
 from factory.outputs import recover, staging_beside, swap_in
 from factory.spec import InlineTarget
+from factory.trajectory.labels import Capability, Judgement, Label
+from factory.trajectory.records import Trajectory, write_jsonl
 
 # One labelling run: for each trajectory, a judgement per capability name.
 LabelRun = list[dict[str, Judgement]]

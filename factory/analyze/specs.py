@@ -5,11 +5,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from factory.analyze.labels import Capability
-from factory.analyze.records import Trajectory
 from factory.analyze.statistics import Selection
 from factory.archetypes import archetypes
 from factory.spec import CapabilitySpec, Evidence, FailurePattern, InlineTarget
+from factory.trajectory.labels import Capability
+from factory.trajectory.records import Trajectory
 
 
 def snake_name(text: str) -> str:

@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from factory.analyze.labels import Label
+from factory.trajectory.labels import Label
 
 Z95 = 1.959964
 

@@ -20,10 +20,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from factory.analyze.importers import BadRecord, load_json
-from factory.analyze.labels import Judgement, Label
-from factory.analyze.records import Trajectory
 from factory.analyze.statistics import Selection, wilson
 from factory.errors import FactoryError
+from factory.trajectory.labels import Judgement, Label
+from factory.trajectory.records import Trajectory
 
 MAX_TRUTH_BYTES = 50_000_000
 RETAIN_SHARE = 0.15

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from factory.analyze.labels import Label
-from factory.analyze.records import Trajectory
 from factory.archetypes import archetypes
+from factory.trajectory.labels import Label
+from factory.trajectory.records import Trajectory
 
 
 def call(name: str, call_id: str, **arguments: Any) -> dict[str, Any]:

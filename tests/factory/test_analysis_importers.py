@@ -7,9 +7,9 @@ import json
 import pytest
 
 from factory.analyze.importers import BadRecord, detect_format, import_paths
-from factory.analyze.records import write_jsonl
 from factory.analyze.simulate import simulate
 from factory.errors import FactoryError
+from factory.trajectory.records import write_jsonl
 from tests.conftest import ROOT
 
 PACKAGE = ROOT / "generated_envs" / "tool_calling_precision"
@@ -180,7 +180,7 @@ def test_records_keep_the_sources_ids(tau2_file, tmp_path) -> None:
 
 def test_long_source_ids_are_cited_clipped() -> None:
     """Ids come from the user's files: a 5,000-character id is cited in 80 + a count."""
-    from factory.analyze.records import Trajectory
+    from factory.trajectory.records import Trajectory
 
     record = Trajectory(
         task_id="t" * 5000,

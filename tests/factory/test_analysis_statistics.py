@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from factory.analyze.labels import Label
 from factory.analyze.statistics import bootstrap, contrast, majority, select
+from factory.trajectory.labels import Label
 
 L, P, N = Label.LACKING, Label.PRESENT, Label.NA
 

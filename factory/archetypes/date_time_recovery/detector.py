@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from factory.analyze.evidence import (
+from factory.trajectory.evidence import (
     DATE_KEY,
     NA,
     RELATIVE_TIME,
@@ -10,8 +10,8 @@ from factory.analyze.evidence import (
     expected_writes,
     leaves,
 )
-from factory.analyze.labels import Judgement, Label
-from factory.analyze.records import Trajectory
+from factory.trajectory.labels import Judgement, Label
+from factory.trajectory.records import Trajectory
 
 
 def detect(trajectory: Trajectory) -> Judgement:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from factory.analyze.evidence import NA, align
-from factory.analyze.labels import Judgement, Label
-from factory.analyze.records import Trajectory
+from factory.trajectory.evidence import NA, align
+from factory.trajectory.labels import Judgement, Label
+from factory.trajectory.records import Trajectory
 
 
 def detect(trajectory: Trajectory) -> Judgement:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from factory.analyze.evidence import (
+from factory.trajectory.evidence import (
     NA,
     closest_attempts,
     is_number,
@@ -13,8 +13,8 @@ from factory.analyze.evidence import (
     numeric_difference,
     told_user,
 )
-from factory.analyze.labels import Judgement, Label
-from factory.analyze.records import Trajectory
+from factory.trajectory.labels import Judgement, Label
+from factory.trajectory.records import Trajectory
 
 NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 

@@ -14,9 +14,9 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from factory.analyze.labels import Judgement, Label
-from factory.analyze.records import ExpectedAction, Step, Trajectory, is_write_tool
 from factory.runtime.verifier import normalize_text
+from factory.trajectory.labels import Judgement, Label
+from factory.trajectory.records import ExpectedAction, Step, Trajectory, is_write_tool
 
 NA = Judgement(Label.NA)
 SETTING_ERROR = re.compile(
