@@ -214,3 +214,15 @@ def test_read_only_tools_skip_the_snapshot_and_a_false_declaration_is_caught() -
     liar = type("Env", (TaskEnv,), {"family": replace(tasks, toolkit=lying)})
     with pytest.raises(AssertionError, match="declared read-only"):
         refused_tool_calls_never_change_the_state(liar)
+
+
+def test_a_kit_whose_reads_name_no_tool_is_refused(tmp_path) -> None:
+    from factory.runtime.toolkit import Toolkit
+
+    source = ROOT / "factory" / "runtime" / "kits" / "retail"
+    data = json.loads((source / "kit.json").read_text(encoding="utf-8"))
+    data["reads"] = [*data["reads"], "no_such_tool"]
+    (tmp_path / "kit.json").write_text(json.dumps(data), encoding="utf-8")
+    implementations = kits()["retail"].implementations
+    with pytest.raises(ValueError, match="no_such_tool"):
+        Toolkit.from_json(tmp_path / "kit.json", implementations)
