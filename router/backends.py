@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
+from itertools import accumulate
 from typing import Any
 
 import torch
@@ -151,7 +152,7 @@ class LocalDecoder:
                     )
                 }
             )
-        offsets = [sum(len(x) for x in strings[:i]) for i in range(len(strings))]
+        offsets = [0, *accumulate(len(x) for x in strings)][:-1]
         return {
             "tokens": strings,
             "token_logprobs": values[first:],
@@ -172,9 +173,9 @@ class LocalStream:
     ) -> None:
         self.decoder = decoder
         self.generator = generator
-        self.previous = generator.kept  # the kept pool the stream's rows resume from
+        # the stream's rows resume from the kept pool, which it holds until it settles
+        self.rows = DecodeStream(generator, temperature, generator.kept)
         generator.kept = []
-        self.rows = DecodeStream(generator, temperature, self.previous)
         self.waiting: dict[int, tuple[Pending, list[int]]] = {}
 
     @property
@@ -194,12 +195,6 @@ class LocalStream:
                         f"the prompt ({len(ids)} tokens) plus max_tokens ({budget}) "
                         f"exceeds the model's context of {limit} tokens; shorten it"
                     )
-                if budget == 0:  # an echoed prompt alone
-                    empty = Sample([], [])
-                    finished.append(
-                        (pending, self.decoder.completion(pending, ids, empty, set()))
-                    )
-                    continue
             except Exception as error:  # noqa: BLE001 - answered to that request
                 finished.append((pending, error))
                 continue
@@ -225,16 +220,15 @@ class LocalStream:
             del self.waiting[key]
             finished.append((pending, result))
         if done:
-            self.generator.settle(self.previous)
-            self.previous = self.rows.previous = self.generator.kept
-            self.generator.kept = []
+            self.generator.settle(self.rows.previous)
+            self.rows.previous, self.generator.kept = self.generator.kept, []
         return finished
 
     def pendings(self) -> list[Pending]:
         return [pending for pending, _ in self.waiting.values()]
 
     def close(self) -> None:
-        self.generator.settle(self.previous)
+        self.generator.settle(self.rows.previous)
 
 
 class TransformersBackend:

@@ -35,24 +35,22 @@ def test_no_import_runs_back_up(layer: str) -> None:
     assert upward == []
 
 
+def _imports_into(folder: str, prefix: str) -> list[str]:
+    """Every import of a module under `prefix` by a file under `folder`."""
+    return sorted(
+        f"{path.relative_to(ROOT)} imports {module}"
+        for path in (ROOT / folder).rglob("*.py")
+        for module in imports(path)
+        if module.startswith(prefix)
+    )
+
+
 def test_validate_never_imports_generate() -> None:
     """generate builds and then validates; the names both need live in a leaf module."""
-    back = sorted(
-        f"{path.relative_to(ROOT)} imports {module}"
-        for path in (ROOT / "factory" / "validate").rglob("*.py")
-        for module in imports(path)
-        if module.startswith("factory.generate")
-    )
-    assert back == []
+    assert _imports_into("factory/validate", "factory.generate") == []
 
 
 def test_analysis_and_the_archetypes_do_not_import_each_other_both_ways() -> None:
     """analyze reads the archetype registry; the archetypes' detectors read
     trajectories and evidence from factory.trajectory, never from analyze."""
-    back = sorted(
-        f"{path.relative_to(ROOT)} imports {module}"
-        for path in (ROOT / "factory" / "archetypes").rglob("*.py")
-        for module in imports(path)
-        if module.startswith("factory.analyze")
-    )
-    assert back == []
+    assert _imports_into("factory/archetypes", "factory.analyze") == []

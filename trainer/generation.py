@@ -335,10 +335,8 @@ class DecodeStream:
             [[0] * (width - len(k.tokens)) + [1] * len(k.tokens) for k in caches],
             device=self.device,
         )
-        new = torch.zeros(len(self.rows), dtype=torch.bool, device=self.device)
-        new[len(old) :] = True
         logits = torch.stack([last for _, last in prefilled])
-        return empty + self._sample(logits, new)
+        return empty + self._sample(logits, self.rows[len(old) :])
 
     @torch.no_grad()
     def step(self) -> list[tuple[Any, Sample]]:
@@ -356,18 +354,13 @@ class DecodeStream:
             input_ids=token, attention_mask=self.attention, position_ids=last,
             **cache_kwargs(self.cache), use_cache=True,
         )  # fmt: skip
-        return self._sample(output.logits[:, -1], None)
+        return self._sample(output.logits[:, -1], self.rows)
 
     def _sample(
-        self, logits: torch.Tensor, only: torch.Tensor | None
+        self, logits: torch.Tensor, rows: Sequence[_Row]
     ) -> list[tuple[Any, Sample]]:
-        """Sample a token for the rows (`only`: those rows, the others' logits being
-        absent), then drop the rows that stopped from the batch and its cache."""
-        rows = (
-            self.rows
-            if only is None
-            else [row for row, new in zip(self.rows, only.tolist(), strict=True) if new]
-        )
+        """Sample a token for `rows` (one row of `logits` each), then drop the rows
+        that stopped from the batch and its cache."""
         # temperature 0 is greedy decoding (evaluation, as the paper evaluates)
         scaled = torch.log_softmax(logits.float() / (self.temperature or 1.0), dim=-1)
         token = (
