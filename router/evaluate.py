@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from tqdm import tqdm
 
 from router.modes import Route, uniform_merge
-from router.prompt import BASE
-from router.routed import Router, Task, play, play_rerouting
+from router.routed import Router, Task, play
 from router.scorer import Scores
 from trainer.evaluation import confidence_interval, mcnemar
 from trainer.rollout import Generator, RolloutLimits
@@ -74,6 +74,141 @@ def score_tasks(router: Router, tasks: Sequence[Task]) -> tuple[list[Scores], fl
     return scores, (time.perf_counter() - began) / max(len(tasks), 1)
 
 
+@dataclass
+class Plan:
+    """What an evaluation plays: every configuration a condition needs, on which tasks.
+
+    `configurations` maps a configuration's route key to its weights and the task
+    indices it plays; `conditions` maps each condition to the configuration key
+    it uses on each task, so a condition's outcome on a task is that
+    configuration's outcome there (paired by construction).
+    """
+
+    tasks: Sequence[Task]
+    names: list[str]
+    routes: dict[str, list[Route]]
+    routing: dict[str, Any]
+    seconds_per_route: float
+    configurations: dict[str, tuple[dict[str, float], list[int]]]
+    conditions: dict[str, list[str]]
+
+
+def plan_evaluation(
+    router: Router,
+    names: Sequence[str],
+    tasks: Sequence[Task],
+    baselines: dict[str, str] | None = None,
+) -> Plan:
+    """Route every task in every mode and list the configurations to play.
+
+    `baselines` maps a condition's name to a loaded adapter played on every
+    task (`AdapterBank.add_baseline`: a TIES merge, a multi-capability adapter).
+    """
+    scores, seconds_per_route = score_tasks(router, tasks)
+    routes: dict[str, list[Route]] = {mode: [] for mode in router.modes()}
+    for score in scores:
+        for mode, route in router.routes(score).items():
+            routes[mode].append(route)
+    truths = [t.truth for t in tasks]
+    routing = {
+        mode: routing_accuracy(truths, [r.target for r in chosen], router.targets)
+        for mode, chosen in routes.items()
+    }
+    routing["top-p"]["mean_adapters"] = float(
+        np.mean([len(r.weights) for r in routes["top-p"]])
+    )
+    everywhere: dict[str, dict[str, float]] = {"base model": {}}
+    everywhere.update({f"single: {name}": {name: 1.0} for name in names})
+    everywhere["uniform merge"] = uniform_merge(list(names))
+    everywhere.update(
+        {condition: {adapter: 1.0} for condition, adapter in (baselines or {}).items()}
+    )
+    every_task = list(range(len(tasks)))
+    configurations: dict[str, tuple[dict[str, float], list[int]]] = {}
+    conditions: dict[str, list[str]] = {}
+    for condition, weights in everywhere.items():
+        key = Route("", "", weights).key
+        configurations.setdefault(key, (weights, every_task))
+        conditions[condition] = [key] * len(tasks)
+    for index, route in enumerate(routes["top-p"]):  # mixes not played everywhere
+        if route.key not in configurations:
+            configurations[route.key] = (route.weights, [])
+        if configurations[route.key][1] is not every_task:
+            configurations[route.key][1].append(index)
+    for mode, chosen in routes.items():
+        conditions[f"routed: {mode}"] = [r.key for r in chosen]
+    conditions["oracle"] = truths
+    return Plan(
+        tasks,
+        list(names),
+        routes,
+        routing,
+        seconds_per_route,
+        configurations,
+        conditions,
+    )
+
+
+def assemble(
+    plan: Plan,
+    outcomes: dict[str, dict[int, tuple[bool, float]]],
+    labels: dict[str, str],
+) -> dict[str, Any]:
+    """The report of a plan from each configuration's outcomes ({key: {task index:
+    (success, reward)}}); `labels` maps each prompt label to its target."""
+    conditions = {
+        name: [outcomes[key][index] for index, key in enumerate(keys)]
+        for name, keys in plan.conditions.items()
+    }
+    success = {
+        name: {
+            **rate([s for s, _ in rows]),
+            "reward_mean": float(np.mean([r for _, r in rows])),
+        }
+        for name, rows in conditions.items()
+    }
+    singles = [f"single: {n}" for n in plan.names]
+    best_single = max(singles, key=lambda n: success[n]["rate"])
+    comparisons = {
+        f"routed: {mode} vs {best_single}": mcnemar(
+            [s for s, _ in conditions[f"routed: {mode}"]],
+            [s for s, _ in conditions[best_single]],
+        )
+        for mode in plan.routes
+    }
+    tasks = plan.tasks
+    return {
+        "tasks": len(tasks),
+        "seeds": sorted({t.seed for t in tasks}),
+        "environments": sorted({t.env.env_id for t in tasks}),
+        "labels": labels,
+        "routing": plan.routing,
+        "seconds_per_route": plan.seconds_per_route,
+        "success": success,
+        "best_single": best_single,
+        "paired": comparisons,
+        "per_task": [
+            {
+                "env": t.env.env_id,
+                "seed": t.seed,
+                "truth": t.truth,
+                "routes": {
+                    mode: plan.routes[mode][i].as_dict() for mode in plan.routes
+                },
+                "success": {name: rows[i][0] for name, rows in conditions.items()},
+            }
+            for i, t in enumerate(tasks)
+        ],
+    }
+
+
+def prompt_labels(router: Router) -> dict[str, str]:
+    """Each label shown in the routing prompt, and the target it routes to."""
+    return dict(
+        zip(router.scorer.prompt.choices.split(", "), router.targets, strict=True)
+    )
+
+
 def evaluate_routing(
     activate: Callable[[dict[str, float]], object],
     names: Sequence[str],
@@ -85,160 +220,55 @@ def evaluate_routing(
     tool_format: str,
     baselines: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The whole evaluation as a JSON-able report.
-
-    `baselines` maps a condition's name to a loaded adapter played on every
-    task (`AdapterBank.add_baseline`: a TIES merge, a multi-capability adapter).
-    """
-    scores, seconds_per_route = score_tasks(router, tasks)
-    routes: dict[str, list[Route]] = {mode: [] for mode in router.modes()}
-    for score in scores:
-        for mode, route in router.routes(score).items():
-            routes[mode].append(route)
-    truths = [t.truth for t in tasks]
-    targets = router.targets
-    routing = {
-        mode: routing_accuracy(truths, [r.target for r in chosen], targets)
-        for mode, chosen in routes.items()
-    }
-    routing["top-p"]["mean_adapters"] = float(
-        np.mean([len(r.weights) for r in routes["top-p"]])
-    )
-
-    configurations: dict[str, dict[str, float]] = {BASE: {}}
-    configurations.update({name: {name: 1.0} for name in names})
-    configurations["uniform merge"] = uniform_merge(names)
-    for adapter in (baselines or {}).values():
-        configurations[adapter] = {adapter: 1.0}
-    outcomes: dict[str, dict[int, tuple[bool, float]]] = {}
-    for weights in tqdm(configurations.values(), desc="configurations", unit="config"):
-        key = Route("", "", weights).key
-        if key in outcomes:  # the uniform merge of a single adapter is that adapter
-            continue
-        outcomes[key] = _played(
+    """The whole evaluation, played here, as a JSON-able report (see `plan_evaluation`)."""
+    plan = plan_evaluation(router, names, tasks, baselines)
+    outcomes = {}
+    for key, (weights, indices) in tqdm(
+        plan.configurations.items(), desc="configurations", unit="config"
+    ):
+        episodes = play(
             activate,
             generator,
             tokenizer,
-            tasks,
-            range(len(tasks)),
-            weights,
+            [tasks[i] for i in indices],
+            [weights] * len(indices),
             limits,
             tool_format,
         )
-    needed: dict[str, list[int]] = {}
-    for index, route in enumerate(routes["top-p"]):
-        if route.key not in outcomes:
-            needed.setdefault(route.key, []).append(index)
-    for key, indices in tqdm(needed.items(), desc="top-p mixes", unit="mix"):
-        weights = routes["top-p"][indices[0]].weights
-        outcomes[key] = _played(
-            activate, generator, tokenizer, tasks, indices, weights, limits, tool_format
-        )
-
-    def lookup(keys: Sequence[str]) -> list[tuple[bool, float]]:
-        return [outcomes[key][index] for index, key in enumerate(keys)]
-
-    conditions: dict[str, list[tuple[bool, float]]] = {
-        "base model": lookup([BASE] * len(tasks))
-    }
-    for name in names:
-        conditions[f"single: {name}"] = lookup([name] * len(tasks))
-    conditions["uniform merge"] = lookup(
-        [Route("", "", configurations["uniform merge"]).key] * len(tasks)
-    )
-    for condition, adapter in (baselines or {}).items():
-        conditions[condition] = lookup([adapter] * len(tasks))
-    for mode, chosen in routes.items():
-        conditions[f"routed: {mode}"] = lookup([r.key for r in chosen])
-    conditions["oracle"] = lookup(truths)
-    success = {
-        name: {
-            **rate([s for s, _ in rows]),
-            "reward_mean": float(np.mean([r for _, r in rows])),
+        outcomes[key] = {
+            i: (e.success, e.reward) for i, e in zip(indices, episodes, strict=True)
         }
-        for name, rows in conditions.items()
-    }
-    singles = [f"single: {n}" for n in names]
-    best_single = max(singles, key=lambda n: success[n]["rate"])
-    comparisons = {
-        f"routed: {mode} vs {best_single}": mcnemar(
-            [s for s, _ in conditions[f"routed: {mode}"]],
-            [s for s, _ in conditions[best_single]],
-        )
-        for mode in routes
-    }
-    return {
-        "tasks": len(tasks),
-        "seeds": sorted({t.seed for t in tasks}),
-        "environments": sorted({t.env.env_id for t in tasks}),
-        "labels": dict(
-            zip(router.scorer.prompt.choices.split(", "), targets, strict=True)
-        ),
-        "routing": routing,
-        "seconds_per_route": seconds_per_route,
-        "success": success,
-        "best_single": best_single,
-        "paired": comparisons,
-        "per_task": [
-            {
-                "env": t.env.env_id,
-                "seed": t.seed,
-                "truth": t.truth,
-                "routes": {mode: routes[mode][i].as_dict() for mode in routes},
-                "success": {name: rows[i][0] for name, rows in conditions.items()},
-            }
-            for i, t in enumerate(tasks)
-        ],
-    }
+    return assemble(plan, outcomes, prompt_labels(router))
 
 
 def add_rerouting(
     report: dict[str, Any],
-    activate: Callable[[dict[str, float]], object],
-    new_generator: Callable[[], Generator],
-    router: Router,
-    tokenizer: Any,
     tasks: Sequence[Task],
-    limits: RolloutLimits,
-    tool_format: str,
-    mode: str = "argmax",
+    outcomes: Sequence[tuple[bool, float]],
+    chains: Sequence[Sequence[str]],
+    mode: str,
 ) -> str:
-    """Add the condition "re-routed on errors" to a report of `evaluate_routing`.
+    """Add the condition "re-routed on errors" to a report of `assemble`.
 
-    Each task starts on its first-turn `mode` route, as that condition did, and
-    is routed again whenever a tool call is refused; it is compared, paired, with
-    first-turn routing, the base model and the best single adapter. Returns the
-    condition's name.
+    Each task started on its first-turn `mode` route and was
+    routed again whenever a tool call was refused (`play_rerouting`, which gives
+    each task's (success, reward) and its chain of route targets); it is compared,
+    paired, with first-turn routing, the base model and the best single adapter.
+    Returns the condition's name.
     """
     name = f"routed: {mode}, re-routed on errors"
     rows = report["per_task"]
-    first = [
-        Route(mode, r["routes"][mode]["target"], r["routes"][mode]["adapters"])
-        for r in rows
-    ]
-    episodes, targets = play_rerouting(
-        activate,
-        new_generator,
-        router,
-        tokenizer,
-        tasks,
-        first,
-        mode,
-        limits,
-        tool_format,
-    )
-    for row, episode, chain in zip(rows, episodes, targets, strict=True):
-        row["success"][name] = bool(episode.success)
-        row["reroutes"] = chain
-    outcomes = [float(e.success) for e in episodes]
+    for row, (success, _), chain in zip(rows, outcomes, chains, strict=True):
+        row["success"][name] = bool(success)
+        row["reroutes"] = list(chain)
     report["success"][name] = {
-        **rate(outcomes),
-        "reward_mean": float(np.mean([e.reward for e in episodes])),
+        **rate([float(s) for s, _ in outcomes]),
+        "reward_mean": float(np.mean([r for _, r in outcomes])),
     }
-    final = [chain[-1] for chain in targets]
+    final = [chain[-1] for chain in chains]
     report["rerouting"] = {
         "mode": mode,
-        "tasks_rerouted": sum(len(chain) > 1 for chain in targets),
+        "tasks_rerouted": sum(len(chain) > 1 for chain in chains),
         "final_route_accuracy": rate(
             [t.truth == f for t, f in zip(tasks, final, strict=True)]
         ),
@@ -248,29 +278,6 @@ def add_rerouting(
             [r["success"][name] for r in rows], [r["success"][other] for r in rows]
         )
     return name
-
-
-def _played(
-    activate: Callable[[dict[str, float]], object],
-    generator: Generator,
-    tokenizer: Any,
-    tasks: Sequence[Task],
-    indices: Sequence[int],
-    weights: dict[str, float],
-    limits: RolloutLimits,
-    tool_format: str,
-) -> dict[int, tuple[bool, float]]:
-    chosen = [tasks[i] for i in indices]
-    episodes = play(
-        activate,
-        generator,
-        tokenizer,
-        chosen,
-        [weights] * len(chosen),
-        limits,
-        tool_format,
-    )
-    return {i: (e.success, e.reward) for i, e in zip(indices, episodes, strict=True)}
 
 
 def markdown(report: dict[str, Any]) -> str:

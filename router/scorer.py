@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import copy
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -130,11 +130,17 @@ class LabelScorer:
             features = hidden_sum / (len(policy_ids) + len(request_ids))
             return Scores(logprobs[self.label_ids].cpu(), features.cpu())
 
-    def calibrate(self) -> None:
-        """Contextual calibration: later scores subtract a content-free task's label log-probs."""
-        self.calibration = self.score_parts(
-            *self.prompt.task_parts(CONTENT_FREE)
-        ).logprobs
+    def calibrate(self, observations: Sequence[list[dict[str, Any]]] = ()) -> None:
+        """Later scores subtract the mean label log-probs of unlabelled first
+        observations (batch calibration, Zhou et al., 2024) or, given none, of a
+        content-free task (contextual calibration, Zhao et al., 2021): both remove
+        the prompt's prior for one label, which zero-shot label tokens carry."""
+        self.calibration = torch.stack(
+            [
+                self.score_parts(*self.prompt.task_parts(messages)).logprobs
+                for messages in (observations or [CONTENT_FREE])
+            ]
+        ).mean(0)
 
     def score(self, messages: list[dict[str, Any]]) -> Scores:
         """Scores of a task's first observation (calibrated when `calibrate` was called)."""

@@ -258,6 +258,11 @@ class Route(Section):
     """How the router chooses adapters on the held-out tasks."""
 
     top_p: float = Field(0.9, gt=0, le=1, description="mass of top-p composition")
+    calibration: Literal["batch", "content-free", "none"] = Field(
+        "batch",
+        description="what label routing subtracts from its label log-probs: their mean "
+        "over the analysis split's requests (batch), a content-free task's, or nothing",
+    )
     probe_examples: int = Field(
         0,
         ge=0,

@@ -56,6 +56,7 @@ class Context:
     folder: RunFolder
     config_file: Path
     _base: tuple[Any, Any] | None = None
+    loaded: dict[str, Any] = field(default_factory=dict)  # models a stage loads once
 
     def say(self, text: str) -> None:
         """One progress line on stderr."""

@@ -4,7 +4,9 @@ Tool calls are read in every form small instruct models actually write:
 hermes tags (`<tool_call>{"name": ..., "arguments": ...}</tool_call>`, Qwen's
 native form, also closed by a wrong tool tag or not at all), a ```json fenced object or list of objects (Qwen2.5-Coder's usual
 form), a bare JSON object with `name` and `arguments`, the same JSON with `//`
-or `/* */` comments or trailing commas, an OpenAI `{"type": "function",
+or `/* */` comments or trailing commas, the doubled braces of the example in
+Qwen's tool prompt (`<{{"name": ..., "arguments": {...}}}>`, copied by a
+LoRA-tuned Qwen2.5-Coder-1.5B), an OpenAI `{"type": "function",
 "function": {...}}` object, and tau2-bench's `tool(arg=value, ...)` call
 syntax. Anything else is a plain text reply, which the environment answers like
 any reply (so unparseable output is never lost).
@@ -62,8 +64,11 @@ def _without_comments(text: str) -> str:
 
 
 def _loads(text: str) -> Any:
-    """JSON, or JSON with comments; None when neither parses."""
-    for candidate in (text, _without_comments(text)):
+    """JSON, or JSON with comments, or either in doubled braces; None when none parses."""
+    candidates = [text, _without_comments(text)]
+    if text.startswith("{{") and text.endswith("}}"):
+        candidates.append(text[1:-1])
+    for candidate in candidates:
         try:
             return json.loads(candidate)
         except (json.JSONDecodeError, RecursionError):
@@ -127,6 +132,8 @@ def parse_tool_calls(text: str) -> tuple[str, list[dict[str, Any]]]:
         if calls:
             return pattern.sub("", text).strip(), calls
     stripped = text.strip()
+    if stripped.startswith("<{{") and stripped.endswith("}}>"):
+        stripped = stripped[1:-1]
     if (stripped.startswith(("{", "[")) and stripped.endswith(("}", "]"))) or (
         CALL_SYNTAX.match(stripped)
     ):

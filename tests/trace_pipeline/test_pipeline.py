@@ -271,6 +271,32 @@ def test_a_held_out_change_redoes_only_evaluation_and_from_forgets_its_stages(
     assert "reusing the finished job" not in rerun.stderr
 
 
+def test_a_routing_change_replays_only_what_routing_decides(
+    finished: Path, tmp_path: Path
+) -> None:
+    """Each configuration's episodes are one job that does not depend on the router:
+    changing the calibration reuses them and replays only re-routing (and any new
+    top-p mix); the transcripts of every job are kept."""
+    report = json.loads((finished / "evaluate" / "report.json").read_text())
+    played = report["transcripts"]
+    assert {"base", "re-routed on errors"} <= set(played)
+    episodes = json.loads((finished / ".jobs" / played["base"] / "episodes.json").read_text())
+    assert [e["seed"] for e in episodes] == report["seeds"]
+    assert episodes[0]["messages"][0]["role"] == "system"
+    out = tmp_path / "run"
+    shutil.copytree(finished, out, symlinks=True)
+    changed = tmp_path / "changed.yaml"
+    changed.write_text(
+        TINY.read_text().replace("route:\n", "route:\n  calibration: none\n")
+    )
+    again = _trace("run", str(changed), "--out", str(out))
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert again.stderr.count("done, skipped") == NAMES.index("route")
+    for key in ("base", "ties", "date_time_recovery", "permission_error_recovery"):
+        assert f"reusing the finished job {played[key]}" in again.stderr, key
+    assert played["re-routed on errors"] not in again.stderr
+
+
 def test_a_trajectories_target_is_analysed_and_never_played(
     finished: Path, tmp_path: Path
 ) -> None:

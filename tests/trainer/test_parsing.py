@@ -83,6 +83,12 @@ QWEN_BARE = (
         ('send(phone_number="+1234", content="hi")', "send",
          {"phone_number": "+1234", "content": "hi"}),
         ('{"type": "function", "function": {"name": "g", "arguments": {}}}', "g", {}),
+        # Qwen2.5-Coder-1.5B with a date-time adapter, copying its prompt's example
+        ('<{{"name": "send_message_with_phone_number", "arguments": {"phone_number": '
+         '"+18382435295", "content": "Call me when you land (82)"}}}>',
+         "send_message_with_phone_number",
+         {"phone_number": "+18382435295", "content": "Call me when you land (82)"}),
+        ('{{"name": "f", "arguments": {"a": 1}}}', "f", {"a": 1}),
     ],
 )  # fmt: skip
 def test_tool_calls_are_read_in_the_forms_small_models_write(

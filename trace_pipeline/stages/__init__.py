@@ -81,6 +81,7 @@ STAGES = (
         ("route", "baselines"),
         evaluate.run,
         plays_target=True,
+        jobs=("evaluate",),
     ),
     Stage(
         "report",

@@ -7,15 +7,27 @@ need); and a mode the paper has not: argmax routing taken again whenever a
 tool call is refused (the error shows a need the request could not). Every
 condition plays the same held-out tasks greedily, so each pair of conditions is
 compared with the exact McNemar test on the same seeds.
+
+Each model configuration a condition needs (the base model, an adapter, a
+merge, a top-p mix) plays its tasks in one job, and re-routing is one more
+job; a routed condition's outcome on a task is its configuration's outcome
+there. A configuration's job depends on the adapters and the tasks, not on
+the router, so a routing change replays only the mixes and re-routing.
+Each job keeps its transcripts (`episodes.json`).
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 from factory.outputs import write_json
 from trace_pipeline.context import Context
+from trace_pipeline.executors import Job, run_jobs
+from trace_pipeline.store import digest
+
+REROUTE_MODE = "argmax"
 
 
 def tasks(context: Context, names: list[str]) -> list[Any]:
@@ -40,6 +52,111 @@ def tasks(context: Context, names: list[str]) -> list[Any]:
     return chosen
 
 
+def routed_model(context: Context) -> tuple[Any, Any, Any, dict[str, str]]:
+    """(adapter bank, tokenizer, router, baselines) of this run, loaded once per
+    process; baselines maps a condition to a loaded adapter played everywhere."""
+    if "evaluate" not in context.loaded:
+        from trace_pipeline.stages.route import load_router
+
+        bank, tokenizer, router = load_router(
+            context, context.folder.stage("route") / "adapters"
+        )
+        baselines = {}
+        if len(bank.capabilities.names) >= 2:
+            bank.add_baseline("ties")
+            baselines["TIES merge"] = "ties"
+        mixture = context.folder.stage("baselines") / "mixture"
+        if mixture.is_dir():
+            bank.add_baseline("mixture", mixture)
+            baselines["multi-capability GRPO"] = "mixture"
+        context.loaded["evaluate"] = (bank, tokenizer, router, baselines)
+    return context.loaded["evaluate"]
+
+
+def _episode(episode: Any) -> dict[str, Any]:
+    return {
+        "seed": episode.seed,
+        "success": bool(episode.success),
+        "reward": float(episode.reward),
+        "turns": episode.turns,
+        "ending": episode.ending.value,
+        "messages": episode.messages,
+    }
+
+
+def _selected(context: Context, seeds: list[int]) -> list[Any]:
+    bank = routed_model(context)[0]
+    by_seed = {t.seed: t for t in tasks(context, bank.capabilities.names)}
+    return [by_seed[seed] for seed in seeds]
+
+
+def play_job(
+    context: Context, folder: Path, weights: dict[str, float], seeds: list[int]
+) -> None:
+    """One configuration on the held-out tasks of `seeds` (a job)."""
+    from router.routed import play
+    from trainer.generation import TransformersGenerator
+    from trainer.models import mixed_precision
+
+    bank, tokenizer, _, _ = routed_model(context)
+    chosen = _selected(context, seeds)
+    with mixed_precision(context.config.precision, bank.model):
+        episodes = play(
+            bank.activate_weights,
+            TransformersGenerator(bank.model, tokenizer),
+            tokenizer,
+            chosen,
+            [weights] * len(chosen),
+            context.limits(),
+            bank.capabilities.tool_format,
+        )
+    write_json(folder / "episodes.json", [_episode(e) for e in episodes])
+
+
+def rerouting_job(
+    context: Context, folder: Path, seeds: list[int], first: list[dict[str, Any]]
+) -> None:
+    """The held-out tasks from their first routes, routed again on every refused
+    tool call (a job); each episode keeps its chain of route targets."""
+    from router.modes import Route
+    from router.routed import play_rerouting
+    from trainer.generation import TransformersGenerator
+    from trainer.models import mixed_precision
+
+    bank, tokenizer, router, _ = routed_model(context)
+    with mixed_precision(context.config.precision, bank.model):
+        episodes, chains = play_rerouting(
+            bank.activate_weights,
+            lambda: TransformersGenerator(bank.model, tokenizer),
+            router,
+            tokenizer,
+            _selected(context, seeds),
+            [Route(r["mode"], r["target"], r["adapters"]) for r in first],
+            REROUTE_MODE,
+            context.limits(),
+            bank.capabilities.tool_format,
+        )
+    rows = [_episode(e) | {"routes": c} for e, c in zip(episodes, chains, strict=True)]
+    write_json(folder / "episodes.json", rows)
+
+
+def played_inputs(context: Context) -> dict[str, Any]:
+    """What a configuration's episodes depend on: the adapters, the model, the
+    tasks and the rollout limits (not the router)."""
+    from trace_pipeline.stages import MODEL
+    from trace_pipeline.stages import tasks as task_settings
+
+    return {
+        "adapters": {
+            name: digest(context.folder.manifest(name))
+            for name in ("train", "baselines")
+        },
+        "config": context.config.section(
+            *MODEL, *task_settings(context.config), "rollout"
+        ),
+    }
+
+
 def paired(report: dict[str, Any], first: str, second: str) -> dict[str, Any]:
     """Exact McNemar of two conditions on the report's tasks."""
     from trainer.evaluation import mcnemar
@@ -50,11 +167,20 @@ def paired(report: dict[str, Any], first: str, second: str) -> dict[str, Any]:
     )
 
 
+def _played(done: Any) -> list[dict[str, Any]]:
+    """The episodes a finished job wrote."""
+    return json.loads((done.folder / "episodes.json").read_text(encoding="utf-8"))
+
+
 def run(context: Context, out: Path) -> dict[str, Any]:
-    from router.evaluate import add_rerouting, evaluate_routing, markdown
+    from router.evaluate import (
+        add_rerouting,
+        assemble,
+        markdown,
+        plan_evaluation,
+        prompt_labels,
+    )
     from router.plots import plot_confusion, plot_success
-    from trace_pipeline.stages.route import load_router
-    from trainer.generation import TransformersGenerator
     from trainer.models import mixed_precision
 
     if not context.config.target.playable:
@@ -64,48 +190,67 @@ def run(context: Context, out: Path) -> dict[str, Any]:
         context.say(f"evaluate: {note}")
         write_json(out / "report.json", {"success": {}, "per_task": [], "note": note})
         return {"success": {}, "best_single": None, "note": note}
-    folder = context.folder.stage("route") / "adapters"
-    if not folder.is_dir():
+    if not (context.folder.stage("route") / "adapters").is_dir():
         return base_only(context, out)
-    bank, tokenizer, router = load_router(context, folder)
+    bank, _, router, baselines = routed_model(context)
     names = bank.capabilities.names
-    baselines = {}
-    if len(names) >= 2:
-        bank.add_baseline("ties")
-        baselines["TIES merge"] = "ties"
-    mixture = context.folder.stage("baselines") / "mixture"
-    if mixture.is_dir():
-        bank.add_baseline("mixture", mixture)
-        baselines["multi-capability GRPO"] = "mixture"
     chosen = tasks(context, names)
-    context.say(f"evaluate: {len(chosen)} held-out tasks, {len(names)} adapters")
+    seeds = [t.seed for t in chosen]
     with mixed_precision(context.config.precision, bank.model):
-        report = evaluate_routing(
-            bank.activate_weights,
-            names,
-            router,
-            TransformersGenerator(bank.model, tokenizer),
-            tokenizer,
-            chosen,
-            context.limits(),
-            bank.capabilities.tool_format,
-            baselines,
+        plan = plan_evaluation(router, names, chosen, baselines)
+    inputs = played_inputs(context)
+    keys = list(plan.configurations)
+    jobs = []
+    for weights, indices in plan.configurations.values():
+        arguments = {"weights": weights, "seeds": [seeds[i] for i in indices]}
+        jobs.append(
+            Job("evaluate", arguments | inputs, f"{__name__}:play_job", arguments)
         )
-    with mixed_precision(context.config.precision, bank.model):
-        add_rerouting(
-            report,
-            bank.activate_weights,
-            lambda: TransformersGenerator(bank.model, tokenizer),
-            router,
-            tokenizer,
-            chosen,
-            context.limits(),
-            bank.capabilities.tool_format,
+    first = [
+        {"mode": r.mode, "target": r.target, "adapters": r.weights}
+        for r in plan.routes[REROUTE_MODE]
+    ]
+    rerouting = {"seeds": seeds, "first": first}
+    jobs.append(
+        Job(
+            "evaluate",
+            rerouting
+            | inputs
+            | {
+                "route": digest(context.folder.manifest("route")),
+                "route_config": context.config.section("route"),
+            },
+            f"{__name__}:rerouting_job",
+            rerouting,
         )
+    )
+    context.say(
+        f"evaluate: {len(chosen)} held-out tasks, {len(names)} adapters; "
+        f"{len(keys)} configurations and re-routing, one job each"
+    )
+    *played, rerouted = run_jobs(context, jobs)
+    index_of = {seed: i for i, seed in enumerate(seeds)}
+    outcomes = {
+        key: {index_of[r["seed"]]: (r["success"], r["reward"]) for r in _played(done)}
+        for key, done in zip(keys, played, strict=True)
+    }
+    report = assemble(plan, outcomes, prompt_labels(router))
+    rows = {r["seed"]: r for r in _played(rerouted)}
+    add_rerouting(
+        report,
+        chosen,
+        [(rows[s]["success"], rows[s]["reward"]) for s in seeds],
+        [rows[s]["routes"] for s in seeds],
+        REROUTE_MODE,
+    )
     for mode in report["routing"]:
         routed = f"routed: {mode}"
         for other in ("base model", "uniform merge", *baselines):
             report["paired"][f"{routed} vs {other}"] = paired(report, routed, other)
+    report["transcripts"] = {
+        **{key: done.folder.name for key, done in zip(keys, played, strict=True)},
+        "re-routed on errors": rerouted.folder.name,
+    }
     write_json(out / "report.json", report)
     (out / "report.md").write_text(markdown(report), encoding="utf-8")
     plot_confusion(report, out / "confusion.png")

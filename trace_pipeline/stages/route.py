@@ -38,11 +38,27 @@ def load_router(context: Context, folder: Path) -> tuple[Any, Any, Any]:
         capabilities, tokenizer, settings.example_tokens, settings.task_tokens
     )
     probe = load_probe(capabilities.folder, prompt.fingerprint(), prompt.targets)
-    return (
-        bank,
-        tokenizer,
-        Router(LabelScorer(bank.model, prompt), probe, settings.top_p),
-    )
+    scorer = LabelScorer(bank.model, prompt)
+    if settings.calibration != "none":
+        scorer.calibrate(
+            analysis_requests(context) if settings.calibration == "batch" else ()
+        )
+    return bank, tokenizer, Router(scorer, probe, settings.top_p)
+
+
+def analysis_requests(context: Context) -> list[list[dict[str, Any]]]:
+    """The opening messages (policy and request) of every analysis-split trajectory,
+    unlabelled: what batch calibration averages the label log-probs over."""
+    collected = context.folder.stage("collect") / "trajectories.jsonl"
+    openings = []
+    for line in collected.read_text(encoding="utf-8").splitlines():
+        messages = json.loads(line)["messages"]
+        user = next(
+            (i for i, m in enumerate(messages) if m.get("role") == "user"), None
+        )
+        if user is not None:
+            openings.append(messages[: user + 1])
+    return openings
 
 
 def _fit_probe(context: Context, folder: Path) -> dict[str, Any]:
