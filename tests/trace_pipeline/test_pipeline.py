@@ -280,7 +280,9 @@ def test_a_routing_change_replays_only_what_routing_decides(
     report = json.loads((finished / "evaluate" / "report.json").read_text())
     played = report["transcripts"]
     assert {"base", "re-routed on errors"} <= set(played)
-    episodes = json.loads((finished / ".jobs" / played["base"] / "episodes.json").read_text())
+    episodes = json.loads(
+        (finished / ".jobs" / played["base"] / "episodes.json").read_text()
+    )
     assert [e["seed"] for e in episodes] == report["seeds"]
     assert episodes[0]["messages"][0]["role"] == "system"
     out = tmp_path / "run"
