@@ -1,11 +1,13 @@
-"""First-turn label-routing accuracy of a `trace run` under each `route.calibration`.
+"""Label-routing accuracy of a finished `trace run` under each `route.calibration`.
 
-Scores every held-out task's first observation once with the run's base model
-and routing prompt, then takes the argmax of the label log-probs minus each
-calibration: none, a content-free task's (Zhao et al., 2021), and the mean over
-the analysis split's requests (batch calibration, Zhou et al., 2024). Prints
-accuracy against the target's truth (Wilson 95%) and where each mode routes.
-Scoring only: nothing is played.
+Scores, with the run's base model and routing prompt, every held-out task's
+first observation, and the observation re-routing sees at the first refused
+tool call of the base model's held-out episodes (the request with the error
+appended, from the evaluate stage's transcripts); then takes the argmax of the
+label log-probs minus each calibration: none, a content-free task's (Zhao et
+al., 2021), and the mean over the analysis split's requests (batch
+calibration, Zhou et al., 2024). Prints accuracy against the target's truth
+(Wilson 95%) and where each routes. Scoring only: nothing is played.
 
     python benchmarks/routing_calibration.py RUN_FOLDER
 """
@@ -13,12 +15,14 @@ Scoring only: nothing is played.
 from __future__ import annotations
 
 import argparse
+import json
 from collections import Counter
 from pathlib import Path
 
 import torch
 
 from router.evaluate import rate
+from router.routed import with_observation
 from router.scorer import CONTENT_FREE
 from trace_pipeline.config import load_config
 from trace_pipeline.context import Context
@@ -35,27 +39,52 @@ def main() -> None:
     config.route.calibration = "none"
     context = Context(config, RunFolder(root), root / "config.yaml")
     bank, _, router = load_router(context, root / "route" / "adapters")
-    scorer, targets = router.scorer, router.targets
+    scorer = router.scorer
     held = tasks(context, bank.capabilities.names)
-    raw = [scorer.score(t.messages).logprobs for t in held]
+    report = json.loads((root / "evaluate" / "report.json").read_text("utf-8"))
+    base_job = root / ".jobs" / report["transcripts"]["base"] / "episodes.json"
+    refused = {}
+    for episode in json.loads(base_job.read_text("utf-8")):
+        errors = [
+            m["content"]
+            for m in episode["messages"]
+            if m.get("role") == "tool" and m.get("error")
+        ]
+        if errors:
+            refused[episode["seed"]] = str(errors[0])
+    observations = {
+        "first observation": [(t.messages, t.truth) for t in held],
+        "first refused call": [
+            (with_observation(t.messages, refused[t.seed]), t.truth)
+            for t in held
+            if t.seed in refused
+        ],
+    }
     calibrations = {
-        "none": torch.zeros(len(targets)),
+        "none": torch.zeros(len(scorer.label_ids)),
         "content-free": scorer.score(CONTENT_FREE).logprobs,
         "batch": torch.stack(
             [scorer.score(m).logprobs for m in analysis_requests(context)]
         ).mean(0),
     }
-    print(f"{len(held)} held-out tasks; truth {dict(Counter(t.truth for t in held))}")
-    print("| calibration | accuracy [95% CI] | routed to |")
-    print("|---|---|---|")
-    for name, calibration in calibrations.items():
-        chosen = [targets[int((r - calibration).argmax())] for r in raw]
-        hits = rate([float(c == t.truth) for c, t in zip(chosen, held, strict=True)])
-        low, high = hits["ci95"]
-        print(
-            f"| {name} | {hits['successes']}/{hits['n']} [{low:.2f}, {high:.2f}] "
-            f"| {dict(Counter(chosen))} |"
-        )
+    print(
+        "| observation | tasks (truth) | calibration | accuracy [95% CI] | routed to |"
+    )
+    print("|---|---|---|---|---|")
+    for kind, rows in observations.items():
+        if not rows:
+            print(f"| {kind} | 0 | - | - | - |")
+            continue
+        raw = [scorer.score(messages).logprobs for messages, _ in rows]
+        truth = dict(Counter(t for _, t in rows))
+        for name, calibration in calibrations.items():
+            chosen = [router.targets[int((r - calibration).argmax())] for r in raw]
+            hits = rate([float(c == t) for c, (_, t) in zip(chosen, rows, strict=True)])
+            low, high = hits["ci95"]
+            print(
+                f"| {kind} | {len(rows)} {truth} | {name} | {hits['successes']}/"
+                f"{hits['n']} [{low:.2f}, {high:.2f}] | {dict(Counter(chosen))} |"
+            )
 
 
 if __name__ == "__main__":
