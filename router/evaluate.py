@@ -123,18 +123,16 @@ def plan_evaluation(
     everywhere.update(
         {condition: {adapter: 1.0} for condition, adapter in (baselines or {}).items()}
     )
-    every_task = list(range(len(tasks)))
     configurations: dict[str, tuple[dict[str, float], list[int]]] = {}
     conditions: dict[str, list[str]] = {}
     for condition, weights in everywhere.items():
         key = Route("", "", weights).key
-        configurations.setdefault(key, (weights, every_task))
+        configurations.setdefault(key, (weights, list(range(len(tasks)))))
         conditions[condition] = [key] * len(tasks)
-    for index, route in enumerate(routes["top-p"]):  # mixes not played everywhere
-        if route.key not in configurations:
-            configurations[route.key] = (route.weights, [])
-        if configurations[route.key][1] is not every_task:
-            configurations[route.key][1].append(index)
+    played_everywhere = set(configurations)
+    for index, route in enumerate(routes["top-p"]):  # each mix on its own tasks
+        if route.key not in played_everywhere:
+            configurations.setdefault(route.key, (route.weights, []))[1].append(index)
     for mode, chosen in routes.items():
         conditions[f"routed: {mode}"] = [r.key for r in chosen]
     conditions["oracle"] = truths

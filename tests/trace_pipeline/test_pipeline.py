@@ -32,6 +32,19 @@ def _trace(*argv: str) -> subprocess.CompletedProcess:
     )
 
 
+def _rerun_changed(
+    finished: Path, tmp_path: Path, old: str, new: str
+) -> tuple[Path, Path, subprocess.CompletedProcess]:
+    """A copy of the finished run, rerun with the tiny config's `old` text made `new`:
+    (the copy, the changed config, the rerun)."""
+    out = tmp_path / "run"
+    shutil.copytree(finished, out, symlinks=True)
+    changed = tmp_path / "changed.yaml"
+    assert old in TINY.read_text()
+    changed.write_text(TINY.read_text().replace(old, new))
+    return out, changed, _trace("run", str(changed), "--out", str(out))
+
+
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("pipeline") / "run"
@@ -239,13 +252,9 @@ def test_a_held_out_change_redoes_only_evaluation_and_from_forgets_its_stages(
     assert (
         len(list((finished / ".jobs").glob("collect-*"))) == 1
     )  # 12 episodes, 16 a shard
-    out = tmp_path / "run"
-    shutil.copytree(finished, out, symlinks=True)
-    changed = tmp_path / "changed.yaml"
-    changed.write_text(
-        TINY.read_text().replace("heldout_episodes: 6", "heldout_episodes: 5")
+    out, changed, again = _rerun_changed(
+        finished, tmp_path, "heldout_episodes: 6", "heldout_episodes: 5"
     )
-    again = _trace("run", str(changed), "--out", str(out))
     assert again.returncode == 0, again.stderr[-2000:]
     assert again.stderr.count("done, skipped") == NAMES.index("evaluate")
     assert json.loads((out / "evaluate" / "report.json").read_text())["tasks"] == 5
@@ -285,13 +294,9 @@ def test_a_routing_change_replays_only_what_routing_decides(
     )
     assert [e["seed"] for e in episodes] == report["seeds"]
     assert episodes[0]["messages"][0]["role"] == "system"
-    out = tmp_path / "run"
-    shutil.copytree(finished, out, symlinks=True)
-    changed = tmp_path / "changed.yaml"
-    changed.write_text(
-        TINY.read_text().replace("route:\n", "route:\n  calibration: none\n")
+    _, _, again = _rerun_changed(
+        finished, tmp_path, "route:\n", "route:\n  calibration: none\n"
     )
-    again = _trace("run", str(changed), "--out", str(out))
     assert again.returncode == 0, again.stderr[-2000:]
     assert again.stderr.count("done, skipped") == NAMES.index("route")
     for key in ("base", "ties", "date_time_recovery", "permission_error_recovery"):

@@ -84,10 +84,18 @@ def _episode(episode: Any) -> dict[str, Any]:
     }
 
 
+def held_out(context: Context) -> dict[int, Any]:
+    """The held-out tasks by seed, built once per process (a reset per task, which
+    for a tau2 target may call its user simulator): every job selects from them."""
+    if "held-out" not in context.loaded:
+        names = routed_model(context)[0].capabilities.names
+        context.loaded["held-out"] = {t.seed: t for t in tasks(context, names)}
+    return context.loaded["held-out"]
+
+
 def _selected(context: Context, seeds: list[int]) -> list[Any]:
-    bank = routed_model(context)[0]
-    by_seed = {t.seed: t for t in tasks(context, bank.capabilities.names)}
-    return [by_seed[seed] for seed in seeds]
+    chosen = held_out(context)
+    return [chosen[seed] for seed in seeds]
 
 
 def play_job(
@@ -194,7 +202,7 @@ def run(context: Context, out: Path) -> dict[str, Any]:
         return base_only(context, out)
     bank, _, router, baselines = routed_model(context)
     names = bank.capabilities.names
-    chosen = tasks(context, names)
+    chosen = list(held_out(context).values())
     seeds = [t.seed for t in chosen]
     with mixed_precision(context.config.precision, bank.model):
         plan = plan_evaluation(router, names, chosen, baselines)
