@@ -20,6 +20,7 @@ from pydantic import (
     model_validator,
 )
 
+from factory.analyze.settings import AnalysisSettings
 from trace_pipeline.errors import PipelineError
 from trainer.errors import TrainerError
 from trainer.options import read_yaml
@@ -168,26 +169,8 @@ class Target(Section):
         return value
 
 
-class Analyze(Section):
-    """`factory analyze` on the collected trajectories (paper thresholds)."""
-
-    runs: int = Field(
-        10, ge=1, le=1000, description="labelling runs (bootstrap resamples offline)"
-    )
-    min_runs: int = Field(
-        8, ge=1, le=1000, description="runs a capability must be selected in"
-    )
-    rho: float = Field(0.10, ge=0, le=1, description="coverage threshold")
-    delta: float = Field(0.20, ge=-1, le=1, description="contrastive gap threshold")
-    llm_model: str | None = Field(
-        None, description="label with this LLM instead of detectors"
-    )
-
-    @model_validator(mode="after")
-    def _runs(self) -> Analyze:
-        if self.min_runs > self.runs:
-            raise ValueError("min_runs must not exceed runs")
-        return self
+class Analyze(AnalysisSettings):
+    """`factory analyze` on the collected trajectories: its own settings and defaults."""
 
 
 class Generate(Section):

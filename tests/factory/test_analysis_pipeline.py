@@ -154,9 +154,15 @@ def test_custom_target_gives_an_inline_spec(tmp_path) -> None:
     ],
 )
 def test_bad_analyze_arguments_exit_2(tmp_path, capsys, arguments, message) -> None:
+    """A value out of range is refused while parsing (argparse exits 2), a bad kit or
+    combination by the command (main returns 2): the same for the user."""
     runs = tmp_path / "runs.jsonl"
     runs.write_text("")
-    assert main(["analyze", str(runs), "--out", str(tmp_path / "o"), *arguments]) == 2
+    try:
+        code = main(["analyze", str(runs), "--out", str(tmp_path / "o"), *arguments])
+    except SystemExit as stop:
+        code = stop.code
+    assert code == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
 

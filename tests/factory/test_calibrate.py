@@ -125,7 +125,7 @@ def test_calibrate_through_an_endpoint(
     out = tmp_path / "figures.json"
     with scripted_endpoint(monkeypatch, _alternating_policy()) as requests:
         code = main(
-            ["calibrate", str(PACKAGE), "--model", "agent", "--seeds", "3", "--samples", "2",
+            ["calibrate", str(PACKAGE), "--model", "agent", "--seeds", "3", "--group-size", "2",
              "--json", str(out)]
         )  # fmt: skip
     assert code == 0
@@ -140,16 +140,17 @@ def test_calibrate_a_local_model_and_bad_settings(
     tiny_model_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     command = ["calibrate", str(PACKAGE), "--model", str(tiny_model_dir)]
-    assert main([*command, "--seeds", "2", "--samples", "2", "--max-tokens", "8"]) == 0
+    settings = ["--seeds", "2", "--group-size", "2", "--max-new-tokens", "8"]
+    assert main([*command, *settings]) == 0
     out = capsys.readouterr().out
     assert (
         "2 seeds x 2 samples" in out and "OUTSIDE" in out
     )  # a random model never succeeds
-    quick = [*command, "--seeds", "1", "--samples", "1", "--max-tokens", "4"]
+    quick = [*command, "--seeds", "1", "--group-size", "1", "--max-new-tokens", "4"]
     assert main([*quick, "--json", str(tiny_model_dir)]) == 2  # a folder, not a file
     assert "--json" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exited:
-        main([*command, "--samples", "0"])
+        main([*command, "--group-size", "0"])
     assert exited.value.code == 2
     assert main(["calibrate", str(ROOT), "--model", "x"]) == 2
     assert "not a generated package" in capsys.readouterr().err
@@ -184,7 +185,7 @@ def test_without_the_trainer_a_local_model_is_one_clear_error(
 
     monkeypatch.setattr(importlib.metadata, "entry_points", lambda **kwargs: ())
     command = ["calibrate", str(PACKAGE), "--model", "models/some-model.gguf"]
-    assert main([*command, "--seeds", "1", "--samples", "2"]) == 2
+    assert main([*command, "--seeds", "1", "--group-size", "2"]) == 2
     assert "pip install -e '.[train]'" in capsys.readouterr().err
 
 
@@ -216,7 +217,7 @@ def test_tune_writes_the_spec(
         "agent",
         "--seeds",
         "3",
-        "--samples",
+        "--group-size",
         "2",
     ]
     assert main([*command, "--tune"]) == 2 and "--spec" in capsys.readouterr().err

@@ -72,7 +72,7 @@ def test_output_is_the_old_name_of_out(capsys, tmp_path, command):
     argv = [command, "input", "--output", str(tmp_path / "o")]
     if command == "analyze":
         argv += ["--target", "phone"]
-    assert build_parser().parse_args(argv).output == str(tmp_path / "o")
+    assert build_parser().parse_args(argv).out == str(tmp_path / "o")
 
 
 def test_existing_package_is_kept_without_force(
@@ -204,3 +204,14 @@ def test_every_cli_tells_its_version(module: str, capsys) -> None:
         import_module(f"{module}.cli").main(["--version"])
     assert exited.value.code == 0
     assert f"(trace-factory {project_version()})" in capsys.readouterr().out
+
+
+def test_calibrate_keeps_its_old_option_names():
+    """`--samples` and `--max-tokens` were renamed to the trainer's `--group-size` and
+    `--max-new-tokens`; the old names still parse into the same settings."""
+    from factory.cli import build_parser
+
+    command = ["calibrate", "pkg", "--model", "m"]
+    old = [*command, "--samples", "3", "--max-tokens", "9"]
+    new = [*command, "--group-size", "3", "--max-new-tokens", "9"]
+    assert vars(build_parser().parse_args(old)) == vars(build_parser().parse_args(new))

@@ -11,20 +11,16 @@ from trace_pipeline.errors import PipelineError
 
 
 def run(context: Context, out: Path) -> dict[str, Any]:
-    from factory.analyze.pipeline import AnalysisSettings, run_analysis
+    from factory.analyze.pipeline import run_analysis
     from factory.errors import FactoryError
 
-    settings = context.config.analyze
     collected = context.folder.stage("collect")
     try:
         analysis, specs = run_analysis(
             [collected / "trajectories.jsonl"],
             context.config.target.kit,
             out / "analysis",
-            AnalysisSettings(
-                settings.runs, settings.min_runs, settings.rho, settings.delta
-            ),
-            llm_model=settings.llm_model,
+            context.config.analyze,
             truth=truth if (truth := collected / "truth.json").is_file() else None,
         )
     except FactoryError as exc:

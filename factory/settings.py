@@ -1,0 +1,154 @@
+"""Settings declared once, as pydantic fields; command-line options and their checks
+are derived from them.
+
+A setting's type, default, range and help live in its model (`setting(...)`); the
+CLIs add the model's fields as options (`add_options`) and build the model from
+what was parsed (`from_arguments`), and the library and `trace run`'s config
+validate the same model, so no default or range is written twice.
+
+Written here rather than with pydantic-settings' CLI source or tyro: those build a
+parser per model, while our commands put a model's fields on argparse subcommands
+beside other options, and `trainer --config` files read those options back.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import types
+from collections.abc import Callable, Iterable
+from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
+
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
+from pydantic_core import PydanticUndefined
+
+from factory.errors import FactoryError
+
+Model = TypeVar("Model", bound=BaseModel)
+
+
+def setting(
+    default: Any,
+    help: str,
+    *,
+    flag: str | None = None,
+    aliases: tuple[str, ...] = (),
+    **limits: Any,
+) -> Any:
+    """A field with its default, help, range (`ge`, `le`, `gt`, `lt`), its option when
+    that is not `--field-name` (`flag`), and older names it answers to (`aliases`)."""
+    extra = {"flag": flag or "", "aliases": list(aliases)}
+    return Field(default, description=help, json_schema_extra=extra, **limits)
+
+
+class DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows an option's default once, after its help, and none where it is unset."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default in (None, False) or action.default is argparse.SUPPRESS:
+            return action.help
+        return super()._get_help_string(action)
+
+
+def _extra(model: type[BaseModel], name: str) -> dict[str, Any]:
+    extra = model.model_fields[name].json_schema_extra
+    return extra if isinstance(extra, dict) else {}
+
+
+def flag(model: type[BaseModel], name: str) -> str:
+    """The option of a field: its own `flag`, else `min_runs` -> `--min-runs`."""
+    return str(_extra(model, name).get("flag") or "--" + name.replace("_", "-"))
+
+
+def _plain(annotation: Any) -> Any:
+    """The annotation without `| None`."""
+    if get_origin(annotation) in (Union, types.UnionType):
+        kept = [a for a in get_args(annotation) if a is not type(None)]
+        if len(kept) == 1:
+            return kept[0]
+    return annotation
+
+
+def _reason(error: ValidationError) -> str:
+    """pydantic's first message, as a sentence about the value."""
+    message = error.errors()[0]["msg"]
+    return message.removeprefix("Value error, ").replace("Input should", "must")
+
+
+def number(kind: type, *limits: Any) -> Callable[[str], Any]:
+    """argparse type: the text as a finite `kind` within pydantic's `limits`
+    (`annotated_types.Interval(ge=1)`, a field's metadata), so a bad value is refused
+    while parsing (usage line, exit 2)."""
+    checker = TypeAdapter(Annotated[(kind, *limits)] if limits else kind)
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            word = "an integer" if kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"not {word}: {text!r}") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"must be a finite number, not {text}")
+        try:
+            return checker.validate_python(value)
+        except ValidationError as exc:
+            raise argparse.ArgumentTypeError(f"{_reason(exc)}, not {text}") from None
+
+    parse.__name__ = kind.__name__  # argparse names the type in its messages
+    return parse
+
+
+def add_options(
+    parser: argparse.ArgumentParser,
+    model: type[BaseModel],
+    names: Iterable[str] | None = None,
+) -> None:
+    """One option per field of `model` (or the `names` among them): typed, ranged,
+    defaulted and helped by the field; a field without a default is required."""
+    for name in names if names is not None else model.model_fields:
+        field = model.model_fields[name]
+        annotation = _plain(field.annotation)
+        options: dict[str, Any] = {"dest": name, "help": field.description}
+        if field.default is PydanticUndefined:
+            options["required"] = True
+        else:
+            options["default"] = field.default
+        if annotation is bool:
+            options["action"] = (
+                argparse.BooleanOptionalAction if field.default else "store_true"
+            )
+        elif get_origin(annotation) is Literal:
+            options["choices"] = get_args(annotation)
+        elif get_origin(annotation) in (tuple, list):
+            options["nargs"] = "+"
+        elif annotation in (int, float):
+            options["type"] = number(annotation, *field.metadata)
+        aliases = _extra(model, name).get("aliases", ())
+        parser.add_argument(flag(model, name), *aliases, **options)
+
+
+def from_arguments(
+    model: type[Model], arguments: argparse.Namespace, **given: Any
+) -> Model:
+    """`model` built from the parsed options of its fields (and `given` values); a
+    value the whole model refuses (one setting against another) is a FactoryError
+    naming the options."""
+    values = {
+        name: getattr(arguments, name)
+        for name in model.model_fields
+        if getattr(arguments, name, None) is not None
+    }
+    try:
+        return model(**values, **given)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        reason = error["msg"].removeprefix("Value error, ")
+        fields = [part for part in error["loc"] if part in model.model_fields]
+        if fields:
+            where = ", ".join(flag(model, str(name)) for name in fields)
+            raise FactoryError(f"{where}: {reason}") from None
+        # A check of the whole model names fields; the user typed options.
+        for name in model.model_fields:
+            reason = re.sub(rf"\b{name}\b", flag(model, name), reason)
+        raise FactoryError(reason) from None
