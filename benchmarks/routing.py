@@ -144,7 +144,7 @@ def main() -> None:
         for truth, env in [*ENVS.items(), ("base", BASE_ENV)]
         for i in range(args.episodes)
     ]
-    cached.calibrate()
+    cached.calibrate("content-free")
     calibrated = [
         argmax_route(
             cached.probabilities(cached.score(m)).tolist(), prompt.targets

@@ -43,10 +43,14 @@ def setting(
 
 
 class DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Shows an option's default once, after its help, and none where it is unset."""
+    """Shows an option's default once, after its help, and none where it is unset
+    (None, off, an empty list)."""
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
-        if action.default in (None, False) or action.default is argparse.SUPPRESS:
+        default = action.default
+        if default is None or default is False or default == () or default == []:
+            return action.help
+        if default is argparse.SUPPRESS:
             return action.help
         return super()._get_help_string(action)
 
@@ -103,14 +107,16 @@ def add_options(
     parser: argparse.ArgumentParser,
     model: type[BaseModel],
     names: Iterable[str] | None = None,
+    required: Iterable[str] = (),
 ) -> None:
     """One option per field of `model` (or the `names` among them): typed, ranged,
-    defaulted and helped by the field; a field without a default is required."""
+    defaulted and helped by the field; a field without a default, or named in
+    `required` (a command that cannot do without it), is required."""
     for name in names if names is not None else model.model_fields:
         field = model.model_fields[name]
         annotation = _plain(field.annotation)
         options: dict[str, Any] = {"dest": name, "help": field.description}
-        if field.default is PydanticUndefined:
+        if field.default is PydanticUndefined or name in required:
             options["required"] = True
         else:
             options["default"] = field.default

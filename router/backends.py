@@ -7,6 +7,7 @@ which the server parses for tool calls as the trainer does.
 
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from itertools import accumulate
@@ -21,6 +22,7 @@ from router.errors import RouterError
 from router.modes import Route, argmax_route, top_p_route
 from router.prompt import BASE, RoutingPrompt
 from router.routed import Router
+from router.scorer import label_prior
 from router.vllm import AdapterFiles, server_label_logprobs
 from trainer.chat import ChatFormat
 from trainer.generation import STOP_STRINGS, DecodeStream, TransformersGenerator
@@ -297,6 +299,7 @@ class VLLMServerBackend:
         tool_format: str,
         mode: str,
         top_p: float,
+        calibration: str,
     ) -> None:
         self.client = client
         self.served_model = served_model
@@ -307,16 +310,29 @@ class VLLMServerBackend:
         self.tool_format = tool_format
         self.mode = mode
         self.top_p = top_p
+        self.calibration = calibration
         self.loaded: set[str] = set()
 
     def names(self) -> list[str]:
         return self.capabilities.names
 
-    def route(self, messages: list[dict[str, Any]]) -> Route:
-        logprobs = server_label_logprobs(
-            self.client, self.served_model, self.prompt, messages
+    def logprobs(self, messages: list[dict[str, Any]]) -> torch.Tensor:
+        """The label log-probs of a task, from the server's prompt log-probs."""
+        return torch.tensor(
+            server_label_logprobs(self.client, self.served_model, self.prompt, messages)
         )
-        probabilities = torch.softmax(torch.tensor(logprobs), dim=-1).tolist()
+
+    @functools.cached_property
+    def prior(self) -> torch.Tensor | None:
+        """What routing subtracts (router.scorer.label_prior), asked of the server at
+        the first route."""
+        return label_prior(self.logprobs, self.calibration)
+
+    def route(self, messages: list[dict[str, Any]]) -> Route:
+        logprobs = self.logprobs(messages)
+        if self.prior is not None:
+            logprobs = logprobs - self.prior
+        probabilities = torch.softmax(logprobs, dim=-1).tolist()
         if self.mode == "top-p":
             return top_p_route(probabilities, self.prompt.targets, self.top_p)
         return argmax_route(probabilities, self.prompt.targets)

@@ -6,62 +6,21 @@ each function takes the command's `RouterSettings` and loads or builds one thing
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import tempfile
-from dataclasses import dataclass, fields
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from factory.outputs import recover, staging_beside, swap_in
 from router.capabilities import CapabilitySet, load_capabilities
 from router.errors import RouterError
-from router.prompt import EXAMPLE_TOKENS, TASK_TOKENS
-from router.serve import BATCH_SIZE, MAX_QUEUE
+from router.settings import RouterSettings
 
 EVAL_MARKER = "trace-router-eval"
-
-
-@dataclass(frozen=True)
-class RouterSettings:
-    """The options the router's builders read (a command gives those it has); the
-    defaults are the CLI's."""
-
-    model: str
-    adapters: str | None = None
-    example_tokens: int = EXAMPLE_TOKENS
-    task_tokens: int = TASK_TOKENS
-    top_p: float = 0.9
-    calibrate: bool = False
-    mode: str = "argmax"
-    envs: tuple[str, ...] = ()
-    base_envs: tuple[str, ...] = ()
-    tool_format: str = "json"
-    vllm_url: str | None = None
-    batch_size: int = BATCH_SIZE
-    max_queue: int = MAX_QUEUE
-
-    def __post_init__(self) -> None:
-        """Settings that can never work are refused before any model is loaded."""
-        if not 0 < self.top_p <= 1:
-            raise RouterError(f"--top-p must be in (0, 1], not {self.top_p}")
-        if not 0 <= self.example_tokens <= 100_000:
-            raise RouterError("--example-tokens must be between 0 and 100000")
-        if not 16 <= self.task_tokens <= 100_000:
-            raise RouterError("--task-tokens must be between 16 and 100000")
-        if not 1 <= self.batch_size <= 256:
-            raise RouterError("--batch-size must be between 1 and 256")
-        if not 1 <= self.max_queue <= 100_000:
-            raise RouterError("--max-queue must be between 1 and 100000")
-
-    @classmethod
-    def of(cls, options: dict[str, Any]) -> RouterSettings:
-        """The settings among a command's parsed options (others are ignored)."""
-        known = {f.name for f in fields(cls)}
-        chosen = {k: v for k, v in options.items() if k in known and v is not None}
-        for key in ("envs", "base_envs"):
-            chosen[key] = tuple(chosen.get(key) or ())
-        return cls(**chosen)
 
 
 @dataclass
@@ -74,8 +33,13 @@ class Loaded:
     router: Any
 
 
-def load(settings: RouterSettings, need_probe: bool = False) -> Loaded:
-    """The base model with every adapter, the routing prompt, scorer, probe and router."""
+def load(
+    settings: RouterSettings,
+    need_probe: bool = False,
+    requests: Sequence[list[dict[str, Any]]] = (),
+) -> Loaded:
+    """The base model with every adapter, the routing prompt, scorer (calibrated, with
+    `requests` the batch batch-calibration averages over), probe and router."""
     from router.adapters import AdapterBank
     from router.probe import load_probe
     from router.prompt import RoutingPrompt
@@ -92,8 +56,7 @@ def load(settings: RouterSettings, need_probe: bool = False) -> Loaded:
         capabilities, tokenizer, settings.example_tokens, settings.task_tokens
     )
     scorer = LabelScorer(bank.model, prompt)
-    if settings.calibrate:
-        scorer.calibrate()
+    scorer.calibrate(settings.calibration, requests)
     try:
         probe = load_probe(capabilities.folder, prompt.fingerprint(), prompt.targets)
     except RouterError as exc:
@@ -231,7 +194,7 @@ def vllm_prompt(settings: RouterSettings) -> tuple[CapabilitySet, Any, Any]:
 
 
 def vllm_offline(
-    settings: RouterSettings, staging: Path
+    settings: RouterSettings, staging: Path, requests: Sequence[list[dict[str, Any]]]
 ) -> tuple[Any, CapabilitySet, Any, Any, Any]:
     """Routing by prompt log-probs and generation with LoRARequests on an offline vLLM engine."""
     from router.routed import Router
@@ -255,7 +218,9 @@ def vllm_offline(
     )
     generator = VLLMGenerator(engine, {tokenizer.eos_token_id})
     files = AdapterFiles(capabilities, staging / "mixes")
-    router = Router(VLLMScorer(engine, prompt), None, settings.top_p)
+    scorer = VLLMScorer(engine, prompt)
+    scorer.calibrate(settings.calibration, requests)
+    router = Router(scorer, None, settings.top_p)
     return activation(generator, files), capabilities, router, generator, tokenizer
 
 
@@ -289,6 +254,7 @@ def vllm_backend(settings: RouterSettings) -> Any:
     return VLLMServerBackend(
         client, settings.model, prompt, capabilities, AdapterFiles(capabilities, cache),
         tokenizer, capabilities.tool_format, settings.mode, settings.top_p,
+        settings.calibration,
     )  # fmt: skip
 
 
@@ -312,6 +278,41 @@ def served_backend(settings: RouterSettings, backend: str) -> Any:
     )
 
 
+def serve(settings: RouterSettings, backend: str, host: str, port: int) -> None:
+    """`router serve`: answer OpenAI chat completions with the routed agent (or the
+    plain base model without adapters) until interrupted. The port is taken before
+    the minutes of loading, so a port in use fails at once."""
+    from router.serve import RoutedChat, attach, make_server
+
+    if settings.adapters is None:
+        if backend == "vllm":
+            raise RouterError(
+                "--backend vllm serves adapters; serve a plain model with `vllm serve MODEL`"
+            )
+        if settings.mode != "argmax":
+            raise RouterError(
+                "--mode needs --adapters; drop it to serve the base model"
+            )
+    server = make_server(None, host, port)
+    try:
+        served = served_backend(settings, backend)
+        attach(server, RoutedChat(served, settings.batch_size, settings.max_queue))
+        what = (
+            f"the base model {settings.model}"
+            if settings.adapters is None
+            else "the routed agent"
+        )
+        bound, port = server.server_address[:2]
+        models = ", ".join(["trace-router", "base", *served.names()])
+        print(
+            f"serving {what} on http://{bound}:{port}/v1 (models: {models})", flush=True
+        )
+        with contextlib.suppress(KeyboardInterrupt):
+            server.serve_forever()
+    finally:
+        server.server_close()
+
+
 def fit(
     settings: RouterSettings,
     examples: int,
@@ -326,7 +327,8 @@ def fit(
 
     from router.probe import fit_probe, save_probe
 
-    loaded = load(settings)
+    # The probe reads hidden states, which no calibration changes.
+    loaded = load(settings.model_copy(update={"calibration": "none"}))
     chosen = tasks(settings, loaded.capabilities, examples, first_seed)
     features = np.stack(
         [
@@ -359,7 +361,6 @@ def evaluate(
 ) -> dict[str, Any]:
     """Play `episodes` evaluation tasks per environment under every routing condition and
     write report.json/md, confusion.png and success.png to `out` (atomically)."""
-    import contextlib
     import json
     import shutil
 
@@ -375,22 +376,26 @@ def evaluate(
             f"--out {out} is inside --adapters {settings.adapters}, where the router would "
             "read it as an adapter; write the report elsewhere"
         )
+    chosen = tasks(
+        settings, load_capabilities(settings.adapters, settings.model), episodes,
+        EVAL_SEED_BASE,
+    )  # fmt: skip
+    requests = [task.messages for task in chosen]  # unlabelled: batch calibration's
     staging = prepare_out(out, force)
     try:
         if backend == "vllm":
             activate, capabilities, router, generator, tokenizer = vllm_offline(
-                settings, staging
+                settings, staging, requests
             )
             context: Any = contextlib.nullcontext()
         else:
-            loaded = load(settings)
+            loaded = load(settings, requests=requests)
             activate, capabilities = loaded.bank.activate_weights, loaded.capabilities
             router, tokenizer = loaded.router, loaded.tokenizer
             generator = TransformersGenerator(
                 loaded.bank.model, tokenizer, generation_batch_size
             )
             context = mixed_precision(precision, loaded.bank.model)
-        chosen = tasks(settings, capabilities, episodes, EVAL_SEED_BASE)
         with context:
             report = evaluate_routing(
                 activate, capabilities.names, router, generator, tokenizer, chosen,

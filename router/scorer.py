@@ -12,13 +12,15 @@ from __future__ import annotations
 import contextlib
 import copy
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from router.errors import RouterError
 from router.prompt import RoutingPrompt
+from router.settings import BATCH_NEEDS_REQUESTS
 from trainer.models import cache_kwargs, returned_cache
 
 # A content-free task for contextual calibration (Zhao et al., 2021).
@@ -26,6 +28,24 @@ CONTENT_FREE = [
     {"role": "system", "content": "N/A"},
     {"role": "user", "content": "N/A"},
 ]
+
+
+def label_prior(
+    logprobs: Callable[[list[dict[str, Any]]], torch.Tensor],
+    calibration: str,
+    observations: Sequence[list[dict[str, Any]]] = (),
+) -> torch.Tensor | None:
+    """What label routing subtracts from a task's label log-probs (`calibration`, see
+    router.settings): the mean label log-probs of unlabelled first observations
+    (batch, Zhou et al., 2024), of a content-free task (Zhao et al., 2021), or
+    nothing. Both remove the prompt's prior for one label, which zero-shot label
+    tokens carry."""
+    if calibration == "none":
+        return None
+    if calibration == "batch" and not observations:
+        raise RouterError(BATCH_NEEDS_REQUESTS)
+    batch = observations if calibration == "batch" else [CONTENT_FREE]
+    return torch.stack([logprobs(messages) for messages in batch]).mean(0)
 
 
 @dataclass
@@ -130,17 +150,17 @@ class LabelScorer:
             features = hidden_sum / (len(policy_ids) + len(request_ids))
             return Scores(logprobs[self.label_ids].cpu(), features.cpu())
 
-    def calibrate(self, observations: Sequence[list[dict[str, Any]]] = ()) -> None:
-        """Later scores subtract the mean label log-probs of unlabelled first
-        observations (batch calibration, Zhou et al., 2024) or, given none, of a
-        content-free task (contextual calibration, Zhao et al., 2021): both remove
-        the prompt's prior for one label, which zero-shot label tokens carry."""
-        self.calibration = torch.stack(
-            [
+    def calibrate(
+        self, calibration: str, observations: Sequence[list[dict[str, Any]]] = ()
+    ) -> None:
+        """Later scores subtract `label_prior(calibration, observations)`."""
+        self.calibration = label_prior(
+            lambda messages: (
                 self.score_parts(*self.prompt.task_parts(messages)).logprobs
-                for messages in (observations or [CONTENT_FREE])
-            ]
-        ).mean(0)
+            ),
+            calibration,
+            observations,
+        )
 
     def score(self, messages: list[dict[str, Any]]) -> Scores:
         """Scores of a task's first observation (calibrated when `calibrate` was called)."""

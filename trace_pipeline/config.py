@@ -21,6 +21,7 @@ from pydantic import (
 )
 
 from factory.analyze.settings import AnalysisSettings
+from router.settings import RoutingSettings
 from trace_pipeline.errors import PipelineError
 from trainer.errors import TrainerError
 from trainer.options import read_yaml
@@ -237,23 +238,16 @@ class Baselines(Section):
     )
 
 
-class Route(Section):
-    """How the router chooses adapters on the held-out tasks."""
+class Route(RoutingSettings):
+    """How the router chooses adapters on the held-out tasks: the router's own settings
+    and defaults (batch calibration averages over the analysis split's requests)."""
 
-    top_p: float = Field(0.9, gt=0, le=1, description="mass of top-p composition")
-    calibration: Literal["batch", "content-free", "none"] = Field(
-        "batch",
-        description="what label routing subtracts from its label log-probs: their mean "
-        "over the analysis split's requests (batch), a content-free task's, or nothing",
-    )
     probe_examples: int = Field(
         0,
         ge=0,
         le=100_000,
         description="examples per label to fit the probe (0: no probe)",
     )
-    example_tokens: int = Field(200, ge=0, le=8192)
-    task_tokens: int = Field(300, ge=16, le=8192)
 
 
 class Ray(Section):

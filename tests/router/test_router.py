@@ -406,11 +406,17 @@ def test_serve_answers_the_openai_client_and_keeps_routes(
         (["eval", "--episodes", "0", "--out", "x"], "--episodes"),
         (["eval", "--temperature", "-1", "--out", "x"], "--temperature"),
         (["route"], "give the task"),
+        (["route", "--env", "x", "--calibration", "batch"], "--calibration batch"),
     ],
 )
 def test_bad_settings_exit_2_before_loading(tmp_path, capsys, command, message) -> None:
+    """A value out of range is refused while parsing (argparse exits 2), one that
+    needs the rest by the command (main returns 2): the same for the user."""
     folder = tmp_path / "none"
-    code = main([*command, "--adapters", str(folder), "--model", "org/model"])
+    try:
+        code = main([*command, "--adapters", str(folder), "--model", "org/model"])
+    except SystemExit as stop:
+        code = stop.code
     assert code == 2
     assert message in capsys.readouterr().err
 

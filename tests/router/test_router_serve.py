@@ -303,7 +303,7 @@ def test_serving_a_base_model_refuses_routing_settings(tmp_path, capsys) -> None
         code = router(["serve", "--model", str(tmp_path), "--port", "0", *extra])
         assert code == 2
     err = capsys.readouterr().err
-    assert "vllm serve MODEL" in err and "need --adapters" in err
+    assert "vllm serve MODEL" in err and "--mode needs --adapters" in err
 
 
 class HeldBackend(ScriptedBackend):

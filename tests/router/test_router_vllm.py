@@ -22,7 +22,7 @@ from router.capabilities import load_capabilities
 from router.cli import main
 from router.prompt import BASE, RoutingPrompt
 from router.routed import first_observation
-from router.scorer import LabelScorer
+from router.scorer import CONTENT_FREE, LabelScorer
 from router.serve import RoutedChat, make_server
 from router.vllm import VLLMScorer, server_label_logprobs
 from tests.conftest import BASE_ENV, ENVS
@@ -203,7 +203,7 @@ def test_serve_forwards_to_a_vllm_server_with_the_adapter_name(
     backend = VLLMServerBackend(
         client, str(tiny_model_dir), prompt, capabilities,
         AdapterFiles(capabilities, tmp_path / "mixes"), tokenizer,
-        capabilities.tool_format, "argmax", 0.9,
+        capabilities.tool_format, "argmax", 0.9, "none",
     )  # fmt: skip
     server = make_server(RoutedChat(backend), "127.0.0.1", 0)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -233,6 +233,18 @@ def test_serve_forwards_to_a_vllm_server_with_the_adapter_name(
         ]
         assert len(loads) == 1 and loads[0]["lora_name"].startswith("mix")
         assert FakeVLLMServer.seen[-1]["model"] == loads[0]["lora_name"]
+        # Content-free calibration asks the server for a content-free task's label
+        # log-probs once, at the first route, and subtracts them from every route's.
+        calibrated = VLLMServerBackend(
+            client, str(tiny_model_dir), prompt, capabilities,
+            AdapterFiles(capabilities, tmp_path / "mixes"), tokenizer,
+            capabilities.tool_format, "argmax", 0.9, "content-free",
+        )  # fmt: skip
+        asked = len(FakeVLLMServer.seen)
+        assert torch.equal(calibrated.prior, calibrated.logprobs(CONTENT_FREE))
+        assert len(FakeVLLMServer.seen) == asked + 2 * len(prompt.label_ids)
+        calibrated.route(json.loads(observation))
+        assert len(FakeVLLMServer.seen) == asked + 3 * len(prompt.label_ids)
     finally:
         server.shutdown()
         upstream.shutdown()

@@ -295,7 +295,7 @@ def test_a_routing_change_replays_only_what_routing_decides(
     assert [e["seed"] for e in episodes] == report["seeds"]
     assert episodes[0]["messages"][0]["role"] == "system"
     _, _, again = _rerun_changed(
-        finished, tmp_path, "route:\n", "route:\n  calibration: none\n"
+        finished, tmp_path, "calibration: batch", "calibration: none"
     )
     assert again.returncode == 0, again.stderr[-2000:]
     assert again.stderr.count("done, skipped") == NAMES.index("route")

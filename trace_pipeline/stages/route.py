@@ -39,10 +39,8 @@ def load_router(context: Context, folder: Path) -> tuple[Any, Any, Any]:
     )
     probe = load_probe(capabilities.folder, prompt.fingerprint(), prompt.targets)
     scorer = LabelScorer(bank.model, prompt)
-    if settings.calibration != "none":
-        scorer.calibrate(
-            analysis_requests(context) if settings.calibration == "batch" else ()
-        )
+    batch = analysis_requests(context) if settings.calibration == "batch" else ()
+    scorer.calibrate(settings.calibration, batch)
     return bank, tokenizer, Router(scorer, probe, settings.top_p)
 
 
