@@ -122,6 +122,12 @@ def main() -> None:
         help="also spend GRPO's optimizer steps on supervised steps from the cold start",
     )
     parser.add_argument(
+        "--after-control",
+        action="store_true",
+        help="then go on from the control's adapter: GRPO's optimizer steps as supervised "
+        "steps again ('SFT continued') and GRPO with the same settings ('GRPO after SFT')",
+    )
+    parser.add_argument(
         "--base",
         action=argparse.BooleanOptionalAction,
         default=True,
@@ -140,6 +146,8 @@ def main() -> None:
         parser.error(
             "--control-for reuses that file's cold start: drop --cold-start-outcomes"
         )
+    if args.after_control and not args.control:
+        parser.error("--after-control goes on from the SFT control: drop --no-control")
 
     from trainer.config import TrainConfig
     from trainer.envs import resolve_env
@@ -173,7 +181,7 @@ def main() -> None:
     )
     protocol = Protocol(
         args.eval_episodes, args.concurrent_episodes, args.base, args.control,
-        args.cold_start_outcomes, args.control_for,
+        args.cold_start_outcomes, args.control_for, args.after_control,
     )  # fmt: skip
     try:  # the earlier runs are read before the model loads
         earlier = read_earlier(

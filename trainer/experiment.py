@@ -5,24 +5,29 @@ GRPO and its SFT control, each evaluated on the same evaluation seeds and paired
 it writes. learning_curve.json holds:
 
     env, model, config (TrainConfig.as_dict()), machine (CPU, ISA, library versions),
-    points: [{point: "base model" | "after cold start" | "after GRPO" | "SFT control",
+    points: [{point: "base model" | "after cold start" | "after GRPO" | "SFT control"
+              | "SFT continued" | "GRPO after SFT",
               episodes, success_rate, success_ci95, reward_mean, reward_ci95, env_errors,
               seeds: [first, last], outcomes: [bool per seed], minutes,
               adapter_sha256 (after cold start), partial (cut off after some waves),
               reused_from (a point taken from an earlier run)}],
     paired_tests: {"B vs A": exact McNemar on their shared seeds, with "seeds"},
-    iterations, metrics (one row per GRPO iteration), seconds
+    iterations, metrics (one row per GRPO iteration), seconds,
+    metrics_after_sft (one row per iteration of the GRPO that starts at the control)
 
 The SFT control spends GRPO's number of optimizer steps on L_SFT from the same
 cold-start adapter, so GRPO is compared with supervised training of equal compute.
+With `after_control`, both go on from the control's adapter: as many supervised
+steps again ("SFT continued") against GRPO with the same settings ("GRPO after
+SFT"), which asks whether RL adds to what supervised learning reached.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import hashlib
-import itertools
 import json
 import platform
 import time
@@ -36,12 +41,12 @@ from trainer.config import TrainConfig
 def sft_control(
     run: Any, config: TrainConfig, cold_adapter: dict, metrics: list[dict]
 ) -> None:
-    """Back to the cold-start adapter, then GRPO's number of optimizer steps on L_SFT.
+    """Back to `cold_adapter`, then GRPO's number of optimizer steps on L_SFT.
 
     The control arm of the paper's comparison: the same demonstrations as the
-    cold start, more epochs, until as many optimizer steps as GRPO applied.
+    cold start, more epochs, until as many optimizer steps as GRPO applied (and,
+    from the control's adapter, the "SFT continued" arm).
     """
-    import dataclasses
     import math
     import random
 
@@ -69,7 +74,7 @@ def sft_control(
                 pad_id(run.tokenizer),
                 random.Random(config.seed),
             )
-    print(f"SFT control: {steps} supervised steps, as many as GRPO applied", flush=True)
+    print(f"{steps} supervised steps, as many as GRPO applied", flush=True)
 
 
 def cold_start_alone(run: Any, config: TrainConfig) -> None:
@@ -254,6 +259,19 @@ def machine() -> dict[str, str]:
     }
 
 
+# (later, earlier) points compared: each step of the main line, GRPO against its
+# control (both from the cold start, the same optimizer steps), and both arms that
+# go on from the control against it and against each other.
+COMPARISONS = (
+    ("after cold start", "base model"),
+    ("after GRPO", "after cold start"),
+    ("after GRPO", "SFT control"),
+    ("SFT continued", "SFT control"),
+    ("GRPO after SFT", "SFT control"),
+    ("GRPO after SFT", "SFT continued"),
+)
+
+
 def write_summary(
     env_id: str,
     model_name: str,
@@ -262,6 +280,7 @@ def write_summary(
     metrics: list[dict],
     started: float,
     out: Path,
+    metrics_after_sft: list[dict] | None = None,
 ) -> None:
     """Write learning_curve.json with the points measured so far and their paired tests.
 
@@ -271,14 +290,15 @@ def write_summary(
     from trainer.checkpoint import record
     from trainer.evaluation import mcnemar
 
-    # Paired on the same evaluation seeds: each point against the one before it,
-    # and GRPO against its control (both from the cold start, same optimizer steps).
+    # Paired on the same evaluation seeds (COMPARISONS, where both points exist).
     # Every point starts at the first evaluation seed, so a point cut off after
     # some waves is paired on the seeds it played.
-    pairs = list(itertools.pairwise(points))
     by_point = {row["point"]: row for row in points}
-    if "SFT control" in by_point:
-        pairs[-1] = (by_point["SFT control"], by_point["after GRPO"])
+    pairs = [
+        (by_point[a], by_point[b])
+        for b, a in COMPARISONS
+        if a in by_point and b in by_point
+    ]
     tests = {}
     for a, b in pairs:
         seeds = min(len(a["outcomes"]), len(b["outcomes"]))
@@ -300,6 +320,7 @@ def write_summary(
             "paired_tests": tests,
             "iterations": len(metrics),
             "metrics": metrics,
+            **({"metrics_after_sft": metrics_after_sft} if metrics_after_sft else {}),
             "seconds": time.perf_counter() - started,
         },
     )
@@ -311,7 +332,8 @@ class Protocol:
 
     `cold_start_outcomes` reuses an earlier run's cold-start point (same settings
     and seed; its adapter's SHA-256 must match this run's); `control_for` adds
-    the SFT control to an earlier run finished without one, without GRPO again.
+    the SFT control to an earlier run finished without one, without GRPO again;
+    `after_control` goes on from the control's adapter with both arms.
     """
 
     eval_episodes: int
@@ -320,6 +342,7 @@ class Protocol:
     control: bool = True
     cold_start_outcomes: Path | None = None
     control_for: Path | None = None
+    after_control: bool = False
 
 
 # What a hand-edited or foreign learning_curve.json raises while it is read.
@@ -369,6 +392,7 @@ class LearningCurve:
         self.started = time.perf_counter()
         self.points: list[dict] = []
         self.metrics: list[dict] = []
+        self.metrics_after_sft: list[dict] = []
         self.cold_adapter: dict = {}
 
     def minutes(self) -> float:
@@ -380,7 +404,7 @@ class LearningCurve:
         write_summary(
             self.run.handle.env_id, self.model_name, self.config,
             self.points if rows is None else rows, self.metrics, self.started,
-            self.run.out,
+            self.run.out, self.metrics_after_sft,
         )  # fmt: skip
 
     def measure(self, point: str) -> None:
@@ -449,12 +473,51 @@ class LearningCurve:
             for k, v in get_peft_model_state_dict(self.run.model).items()
         }
 
-    def _control(self) -> None:
+    def _control(self) -> int | None:
+        """The SFT control, and with `after_control` both arms from its adapter; the
+        number of the signal that stopped the second GRPO, or None."""
         from trainer.models import mixed_precision
 
         sft_control(self.run, self.config, self.cold_adapter, self.metrics)
         with mixed_precision(self.config.precision, self.run.model):
             self.measure("SFT control")
+        return self._after_control() if self.protocol.after_control else None
+
+    def _after_control(self) -> int | None:
+        """From the control's adapter: GRPO's number of supervised steps again, then,
+        back at the control's adapter, GRPO with the same settings and no cold start
+        (its checkpoints in <out>/grpo_after_sft)."""
+        from peft import get_peft_model_state_dict, set_peft_model_state_dict
+
+        from trainer import grpo
+        from trainer.models import mixed_precision
+
+        run, config = self.run, self.config
+        control = {
+            k: v.detach().clone()
+            for k, v in get_peft_model_state_dict(run.model).items()
+        }
+        sft_control(run, config, control, self.metrics)
+        with mixed_precision(config.precision, run.model):
+            self.measure("SFT continued")
+        set_peft_model_state_dict(run.model, control)
+
+        def keep(iteration: int, row: dict) -> None:
+            if iteration:
+                self.metrics_after_sft.append(row)
+                print(f"GRPO after SFT, iteration {iteration}: {json.dumps(row)}")
+
+        with mixed_precision(config.precision, run.model):
+            outcome = grpo.train(
+                dataclasses.replace(config, cold_start=0), run.handle, run.model,
+                run.tokenizer, run.generator, run.out / "grpo_after_sft",
+                on_iteration=keep,
+            )  # fmt: skip
+            if outcome.stopped_by is not None:
+                self.save()
+                return outcome.stopped_by
+            self.measure("GRPO after SFT")
+        return None
 
     def execute(self) -> int | None:
         """Run every point; the number of the signal that stopped GRPO, or None."""
@@ -468,7 +531,9 @@ class LearningCurve:
             self.after_iteration(0, {})
             self.metrics.extend(self.earlier_grpo["metrics"])
             self.points.append(self.earlier_grpo["point"])
-            self._control()
+            stopped_by = self._control()
+            if stopped_by is not None:
+                return stopped_by
         else:
             if self.protocol.base:
                 with (
@@ -487,7 +552,9 @@ class LearningCurve:
             with mixed_precision(config.precision, run.model):
                 self.measure("after GRPO")
             if self.cold_adapter and self.protocol.control:
-                self._control()
+                stopped_by = self._control()
+                if stopped_by is not None:
+                    return stopped_by
             self.save()
         plot_evaluations(self.points, self.metrics, run.out / "evaluation.png")
         return None

@@ -223,3 +223,40 @@ def test_the_control_is_added_to_an_earlier_run_from_the_same_cold_start(
     with pytest.raises(SystemExit) as refused:
         learning_curve.main()
     assert refused.value.code == 2
+
+
+def test_both_arms_go_on_from_the_control(
+    tiny_model_dir, tmp_path, monkeypatch
+) -> None:
+    """--after-control: from the SFT control's adapter, as many supervised steps again
+    and GRPO with no cold start, each evaluated on the same seeds and paired."""
+    from trainer import grpo
+
+    trained = []
+    real = grpo.train
+
+    def recorded(config, *args, **kwargs):
+        trained.append((config.cold_start, args[-1].name))
+        return real(config, *args, **kwargs)
+
+    monkeypatch.setattr(grpo, "train", recorded)
+    out = tmp_path / "curve"
+    monkeypatch.setattr(
+        sys, "argv",
+        ["learning_curve.py", "--model", str(tiny_model_dir), "--chat-template", "chatml",
+         "--no-base", "--precision", "fp32", "--cold-start", "2", "--cold-start-epochs",
+         "1", "--groups", "1", "--group-size", "2", "--eval-episodes", "3",
+         "--iterations", "1", "--max-new-tokens", "4", "--max-turns", "2",
+         "--after-control", "--out", str(out)],
+    )  # fmt: skip
+    learning_curve.main()
+    summary = json.loads((out / "learning_curve.json").read_text())
+    assert [p["point"] for p in summary["points"]] == [
+        "after cold start", "after GRPO", "SFT control", "SFT continued", "GRPO after SFT",
+    ]  # fmt: skip
+    assert all(len(p["outcomes"]) == 3 for p in summary["points"])
+    # The first GRPO trains the cold start itself; the second starts at the control.
+    assert trained == [(2, "curve"), (0, "grpo_after_sft")]
+    assert len(summary["metrics_after_sft"]) == 1
+    assert {"SFT continued vs SFT control", "GRPO after SFT vs SFT control",
+            "GRPO after SFT vs SFT continued"} <= set(summary["paired_tests"])  # fmt: skip
