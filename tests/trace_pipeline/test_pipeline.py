@@ -373,6 +373,21 @@ def test_targets_lists_every_kind_and_knob(capsys) -> None:
     assert all(f"  {knob.name} " in shown for knob in KNOBS)
 
 
+def test_settings_lists_every_key_the_example_configs_give(capsys) -> None:
+    import yaml
+
+    def keys(value: object, prefix: str = "") -> set[str]:
+        if isinstance(value, dict) and prefix != "target.difficulty.":
+            return set().union(*(keys(v, f"{prefix}{k}.") for k, v in value.items()))
+        return {prefix.rstrip(".")}
+
+    assert main(["settings"]) == 0
+    listed = {line.split()[0] for line in capsys.readouterr().out.splitlines()}
+    for example in (ROOT / "examples" / "pipelines").glob("*.yaml"):
+        assert keys(yaml.safe_load(example.read_text())) <= listed, example.name
+    assert {"route.calibration", "analyze.seed", "train.hint_share"} <= listed
+
+
 def test_the_mixture_baseline_can_be_left_out(finished: Path, tmp_path: Path) -> None:
     from trace_pipeline.config import load_config
     from trace_pipeline.context import Context
