@@ -199,8 +199,11 @@ def main() -> None:
     except TrainerError as error:
         raise SystemExit(f"learning_curve.py: error: {error}") from None
     if stopped_by is not None:
+        second = any(p["point"] == "SFT continued" for p in curve.points)
+        done = len(curve.metrics_after_sft if second else curve.metrics)
         print(
-            f"stopped by signal {stopped_by} after iteration {len(curve.metrics)}: "
+            f"stopped by signal {stopped_by} after iteration {done} of "
+            f"{'GRPO after SFT' if second else 'GRPO'}: "
             f"{args.out / 'learning_curve.json'} holds the points measured so far"
         )
         raise SystemExit(128 + stopped_by)

@@ -36,7 +36,8 @@ def main() -> None:
     parser.add_argument("run", type=Path, help="a finished `trace run` folder")
     root = parser.parse_args().run
     config = load_config(root / "config.yaml")
-    config.route.calibration = "none"
+    uncalibrated = config.route.model_copy(update={"calibration": "none"})
+    config = config.model_copy(update={"route": uncalibrated})
     context = Context(config, RunFolder(root), root / "config.yaml")
     bank, _, router = load_router(context, root / "route" / "adapters")
     scorer = router.scorer

@@ -18,7 +18,7 @@ from typing import Any
 from factory.outputs import recover, staging_beside, swap_in
 from router.capabilities import CapabilitySet, load_capabilities
 from router.errors import RouterError
-from router.settings import RouterSettings
+from router.settings import RouterSettings, RoutingSettings
 
 EVAL_MARKER = "trace-router-eval"
 
@@ -289,9 +289,12 @@ def serve(settings: RouterSettings, backend: str, host: str, port: int) -> None:
             raise RouterError(
                 "--backend vllm serves adapters; serve a plain model with `vllm serve MODEL`"
             )
-        if settings.mode != "argmax":
+        routing = {*RoutingSettings.model_fields, "mode"}
+        default = RouterSettings(model=settings.model)
+        if settings.model_dump(include=routing) != default.model_dump(include=routing):
             raise RouterError(
-                "--mode needs --adapters; drop it to serve the base model"
+                "routing settings (--mode, --top-p, --calibration, --example-tokens, "
+                "--task-tokens) need --adapters; drop them to serve the base model"
             )
     server = make_server(None, host, port)
     try:

@@ -28,6 +28,7 @@ import contextlib
 import dataclasses
 import functools
 import hashlib
+import itertools
 import json
 import platform
 import time
@@ -259,12 +260,12 @@ def machine() -> dict[str, str]:
     }
 
 
-# (later, earlier) points compared: each step of the main line, GRPO against its
-# control (both from the cold start, the same optimizer steps), and both arms that
-# go on from the control against it and against each other.
+# Each point of the main line is compared with the one before it; besides, these
+# (later, earlier) points: GRPO against its control (both from the cold start, the
+# same optimizer steps), and both arms that go on from the control against it and
+# against each other.
+MAIN_LINE = ("base model", "after cold start", "after GRPO")
 COMPARISONS = (
-    ("after cold start", "base model"),
-    ("after GRPO", "after cold start"),
     ("after GRPO", "SFT control"),
     ("SFT continued", "SFT control"),
     ("GRPO after SFT", "SFT control"),
@@ -294,7 +295,8 @@ def write_summary(
     # Every point starts at the first evaluation seed, so a point cut off after
     # some waves is paired on the seeds it played.
     by_point = {row["point"]: row for row in points}
-    pairs = [
+    pairs = list(itertools.pairwise(p for p in points if p["point"] in MAIN_LINE))
+    pairs += [
         (by_point[a], by_point[b])
         for b, a in COMPARISONS
         if a in by_point and b in by_point
@@ -490,6 +492,7 @@ class LearningCurve:
         from peft import get_peft_model_state_dict, set_peft_model_state_dict
 
         from trainer import grpo
+        from trainer.errors import Interrupted
         from trainer.models import mixed_precision
 
         run, config = self.run, self.config
@@ -508,14 +511,17 @@ class LearningCurve:
                 print(f"GRPO after SFT, iteration {iteration}: {json.dumps(row)}")
 
         with mixed_precision(config.precision, run.model):
-            outcome = grpo.train(
-                dataclasses.replace(config, cold_start=0), run.handle, run.model,
-                run.tokenizer, run.generator, run.out / "grpo_after_sft",
-                on_iteration=keep,
-            )  # fmt: skip
-            if outcome.stopped_by is not None:
+            try:
+                stopped_by = grpo.train(
+                    dataclasses.replace(config, cold_start=0), run.handle, run.model,
+                    run.tokenizer, run.generator, run.out / "grpo_after_sft",
+                    on_iteration=keep,
+                ).stopped_by  # fmt: skip
+            except Interrupted as second:  # a second signal
+                stopped_by = second.number
+            if stopped_by is not None:
                 self.save()
-                return outcome.stopped_by
+                return stopped_by
             self.measure("GRPO after SFT")
         return None
 

@@ -299,11 +299,15 @@ def test_a_plain_base_model_is_served_without_adapters(tiny_model_dir) -> None:
 def test_serving_a_base_model_refuses_routing_settings(tmp_path, capsys) -> None:
     from router.cli import main as router
 
-    for extra in (["--backend", "vllm"], ["--mode", "top-p"]):
+    for extra in (
+        ["--backend", "vllm"],
+        ["--mode", "top-p"],
+        ["--calibration", "none"],
+    ):
         code = router(["serve", "--model", str(tmp_path), "--port", "0", *extra])
         assert code == 2
     err = capsys.readouterr().err
-    assert "vllm serve MODEL" in err and "--mode needs --adapters" in err
+    assert "vllm serve MODEL" in err and err.count("routing settings") == 2
 
 
 class HeldBackend(ScriptedBackend):

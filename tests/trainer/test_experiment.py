@@ -260,3 +260,18 @@ def test_both_arms_go_on_from_the_control(
     assert len(summary["metrics_after_sft"]) == 1
     assert {"SFT continued vs SFT control", "GRPO after SFT vs SFT control",
             "GRPO after SFT vs SFT continued"} <= set(summary["paired_tests"])  # fmt: skip
+
+
+def test_each_point_of_the_main_line_is_paired_with_the_one_before(tmp_path) -> None:
+    """Without a cold start GRPO is paired with the base model; the control only
+    with GRPO (and the arms after it)."""
+    base = {"point": "base model", "outcomes": [False, False, True]}
+    grpo = {"point": "after GRPO", "outcomes": [True, True, True]}
+    control = {"point": "SFT control", "outcomes": [True, False, True]}
+    experiment.write_summary(
+        ENV, "m", TrainConfig(), [base, grpo, control], [], 0.0, tmp_path
+    )
+    summary = json.loads((tmp_path / "learning_curve.json").read_text())
+    assert set(summary["paired_tests"]) == {
+        "after GRPO vs base model", "after GRPO vs SFT control",
+    }  # fmt: skip
