@@ -158,6 +158,19 @@ class Context:
         return final
 
 
+def transcript(episode: Any) -> dict[str, Any]:
+    """What is kept of a played episode (a job's `episodes.json` row; a trajectory
+    record is made from it with the task's tools and expected actions)."""
+    return {
+        "seed": episode.seed,
+        "success": bool(episode.success),
+        "reward": float(episode.reward),
+        "turns": episode.turns,
+        "ending": episode.ending.value,
+        "messages": episode.messages,
+    }
+
+
 def task_info(env: Any, seed: int) -> dict[str, Any]:
     """The info of the task of `seed`: the env's `describe(seed)` when it has one
     (a target whose reset is costly, like tau2's LLM user), else reset's info."""

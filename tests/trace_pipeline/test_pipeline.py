@@ -304,6 +304,40 @@ def test_a_routing_change_replays_only_what_routing_decides(
     assert played["re-routed on errors"] not in again.stderr
 
 
+def test_evaluate_keeps_each_condition_as_records_for_another_analysis(
+    finished: Path, tmp_path: Path
+) -> None:
+    """Every condition's held-out episodes are trajectory records with their truth,
+    so `factory analyze` can run on the agent after TRACE."""
+    from factory.cli import main as factory
+
+    report = json.loads((finished / "evaluate" / "report.json").read_text())
+    files = report["trajectories"]
+    assert set(files) == set(report["success"])
+    for name, path in files.items():
+        rows = [
+            json.loads(line)
+            for line in (finished / "evaluate" / path).read_text().splitlines()
+        ]
+        assert [r["metadata"]["seed"] for r in rows] == report["seeds"], name
+        assert sum(r["success"] for r in rows) == report["success"][name]["successes"]
+        assert all(r["expected_actions"] and r["tools"] for r in rows), name
+    routed = finished / "evaluate" / files["routed: argmax"]
+    truth = routed.with_name(routed.stem + ".truth.json")
+    out = tmp_path / "second_round"
+    command = [
+        str(routed),
+        "--target",
+        "phone",
+        "--out",
+        str(out),
+        "--truth",
+        str(truth),
+    ]
+    assert factory(["analyze", *command, "--runs", "2", "--min-runs", "1"]) == 0
+    assert (out / "report.md").is_file()
+
+
 def test_a_trajectories_target_is_analysed_and_never_played(
     finished: Path, tmp_path: Path
 ) -> None:

@@ -15,18 +15,20 @@ from pathlib import Path
 from typing import Any
 
 from factory.outputs import write_json
-from trace_pipeline.context import Context, task_info
+from trace_pipeline.context import Context, task_info, transcript
 from trace_pipeline.errors import PipelineError
 from trace_pipeline.executors import Job, run_jobs
 from trainer.evaluation import confidence_interval
 
 
-def record(episode: Any, env: Any) -> dict[str, Any]:
-    """One played episode as a trajectory record (docs/contracts.md: trajectory record).
+def record(episode: dict[str, Any], env: Any) -> dict[str, Any]:
+    """One played episode (`context.transcript`) as a trajectory record
+    (docs/contracts.md: trajectory record).
 
     `env` is a fresh target env: the task is rebuilt from the episode's seed.
     """
-    info = task_info(env, episode.seed)
+    seed = episode["seed"]
+    info = task_info(env, seed)
     needs = info.get("needs", [])
     expected = info.get("expected_actions")
     task = getattr(env, "task", None)  # a TaskEnv's task knows its gold actions
@@ -35,20 +37,39 @@ def record(episode: Any, env: Any) -> dict[str, Any]:
             {"name": a.name, "arguments": a.arguments} for a in task.gold_actions
         ]
     return {
-        "task_id": str(info.get("task_id", f"seed-{episode.seed}")),
-        "messages": episode.messages,
-        "reward": float(episode.reward),
-        "success": bool(episode.success),
+        "task_id": str(info.get("task_id", f"seed-{seed}")),
+        "messages": episode["messages"],
+        "reward": float(episode["reward"]),
+        "success": bool(episode["success"]),
         "tools": info.get("tools"),
         "expected_actions": expected,
         "metadata": {
-            "run_id": f"seed-{episode.seed}",
-            "seed": episode.seed,
+            "run_id": f"seed-{seed}",
+            "seed": seed,
             "needs": list(needs) if isinstance(needs, list) else [],
-            "turns": episode.turns,
-            "ending": episode.ending.value,
+            "turns": episode["turns"],
+            "ending": episode["ending"],
         },
     }
+
+
+def write_records(
+    records: list[dict[str, Any]], path: Path, truth: Path | None = None
+) -> None:
+    """The records as JSON lines in `path`; with `truth`, the true needs of each
+    failed run there, in the form `factory analyze --truth` reads (a played target
+    only: only it knows what each task needs)."""
+    with open(path, "w", encoding="utf-8") as handle:
+        for row in records:
+            handle.write(json.dumps(row) + "\n")
+    if truth is not None:
+        labels = {
+            row["metadata"]["run_id"]: []
+            if row["success"]
+            else row["metadata"]["needs"]
+            for row in records
+        }
+        write_json(truth, {"labels": labels})
 
 
 def rates(records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -91,7 +112,7 @@ def shard_job(context: Context, folder: Path, seeds: list[int]) -> None:
     with open(folder / "records.jsonl", "w", encoding="utf-8") as handle:
         for group in groups:
             if group[0].messages:
-                handle.write(json.dumps(record(group[0], env)) + "\n")
+                handle.write(json.dumps(record(transcript(group[0]), env)) + "\n")
 
 
 def shard_inputs(context: Context, seeds: list[int]) -> dict[str, Any]:
@@ -152,17 +173,8 @@ def played(context: Context) -> list[dict[str, Any]]:
 def run(context: Context, out: Path) -> dict[str, Any]:
     playable = context.config.target.playable
     records = played(context) if playable else imported(context)
-    with open(out / "trajectories.jsonl", "w", encoding="utf-8") as handle:
-        for row in records:
-            handle.write(json.dumps(row) + "\n")
-    if playable:  # only a played target knows what each task truly needs
-        truth = {
-            row["metadata"]["run_id"]: []
-            if row["success"]
-            else row["metadata"]["needs"]
-            for row in records
-        }
-        write_json(out / "truth.json", {"labels": truth})
+    truth = out / "truth.json" if playable else None
+    write_records(records, out / "trajectories.jsonl", truth)
     wanted = context.config.target.analysis_episodes if playable else len(records)
     summary = {
         "episodes": len(records),

@@ -19,11 +19,12 @@ Each job keeps its transcripts (`episodes.json`).
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 from factory.outputs import write_json
-from trace_pipeline.context import Context
+from trace_pipeline.context import Context, transcript
 from trace_pipeline.executors import Job, run_jobs
 from trace_pipeline.store import digest
 
@@ -73,17 +74,6 @@ def routed_model(context: Context) -> tuple[Any, Any, Any, dict[str, str]]:
     return context.loaded["evaluate"]
 
 
-def _episode(episode: Any) -> dict[str, Any]:
-    return {
-        "seed": episode.seed,
-        "success": bool(episode.success),
-        "reward": float(episode.reward),
-        "turns": episode.turns,
-        "ending": episode.ending.value,
-        "messages": episode.messages,
-    }
-
-
 def held_out(context: Context) -> dict[int, Any]:
     """The held-out tasks by seed, built once per process (a reset per task, which
     for a tau2 target may call its user simulator): every job selects from them."""
@@ -118,7 +108,7 @@ def play_job(
             context.limits(),
             bank.capabilities.tool_format,
         )
-    write_json(folder / "episodes.json", [_episode(e) for e in episodes])
+    write_json(folder / "episodes.json", [transcript(e) for e in episodes])
 
 
 def rerouting_job(
@@ -144,7 +134,9 @@ def rerouting_job(
             context.limits(),
             bank.capabilities.tool_format,
         )
-    rows = [_episode(e) | {"routes": c} for e, c in zip(episodes, chains, strict=True)]
+    rows = [
+        transcript(e) | {"routes": c} for e, c in zip(episodes, chains, strict=True)
+    ]
     write_json(folder / "episodes.json", rows)
 
 
@@ -178,6 +170,26 @@ def paired(report: dict[str, Any], first: str, second: str) -> dict[str, Any]:
 def _played(done: Any) -> list[dict[str, Any]]:
     """The episodes a finished job wrote."""
     return json.loads((done.folder / "episodes.json").read_text(encoding="utf-8"))
+
+
+def trajectory_records(
+    context: Context, conditions: dict[str, list[dict[str, Any]]], out: Path
+) -> dict[str, str]:
+    """Each condition's held-out episodes as trajectory records `factory analyze`
+    reads (out/trajectories/<condition>.jsonl, with the true needs of its failed
+    runs beside it): the analysis of the agent after TRACE, for another round."""
+    from trace_pipeline.stages.collect import record, write_records
+
+    folder = out / "trajectories"
+    folder.mkdir()
+    env = context.target().make()
+    written = {}
+    for name, episodes in conditions.items():
+        stem = re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
+        records = [record(episode, env) for episode in episodes]
+        write_records(records, folder / f"{stem}.jsonl", folder / f"{stem}.truth.json")
+        written[name] = f"trajectories/{stem}.jsonl"
+    return written
 
 
 def run(context: Context, out: Path) -> dict[str, Any]:
@@ -237,10 +249,14 @@ def run(context: Context, out: Path) -> dict[str, Any]:
         f"{len(keys)} configurations and re-routing, one job each"
     )
     *played, rerouted = run_jobs(context, jobs)
+    episodes = {  # each configuration's transcripts by seed
+        key: {row["seed"]: row for row in _played(done)}
+        for key, done in zip(keys, played, strict=True)
+    }
     index_of = {seed: i for i, seed in enumerate(seeds)}
     outcomes = {
-        key: {index_of[r["seed"]]: (r["success"], r["reward"]) for r in _played(done)}
-        for key, done in zip(keys, played, strict=True)
+        key: {index_of[s]: (r["success"], r["reward"]) for s, r in rows.items()}
+        for key, rows in episodes.items()
     }
     report = assemble(plan, outcomes, prompt_labels(router))
     rows = {r["seed"]: r for r in _played(rerouted)}
@@ -259,6 +275,14 @@ def run(context: Context, out: Path) -> dict[str, Any]:
         **{key: done.folder.name for key, done in zip(keys, played, strict=True)},
         "re-routed on errors": rerouted.folder.name,
     }
+    per_condition = {
+        name: [episodes[key][seeds[i]] for i, key in enumerate(used)]
+        for name, used in plan.conditions.items()
+    }
+    per_condition[f"routed: {REROUTE_MODE}, re-routed on errors"] = [
+        rows[s] for s in seeds
+    ]
+    report["trajectories"] = trajectory_records(context, per_condition, out)
     write_json(out / "report.json", report)
     (out / "report.md").write_text(markdown(report), encoding="utf-8")
     plot_confusion(report, out / "confusion.png")
