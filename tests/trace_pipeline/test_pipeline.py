@@ -336,6 +336,11 @@ def test_evaluate_keeps_each_condition_as_records_for_another_analysis(
     ]
     assert factory(["analyze", *command, "--runs", "2", "--min-runs", "1"]) == 0
     assert (out / "report.md").is_file()
+    # The run's report gives that command.
+    assert (
+        f"factory analyze {routed} --target phone"
+        in (finished / "report" / "report.md").read_text()
+    )
 
 
 def test_a_trajectories_target_is_analysed_and_never_played(

@@ -190,15 +190,19 @@ def sections(context: Context) -> list[Section]:
             ],
         )
     )
-    parts.append(
-        Section(
-            "Reproduce",
-            [
-                f"`trace run {context.config_file} --out {folder.root}` (config copied to "
-                "`config.yaml` in the run folder)."
-            ],
+    reproduce = [
+        f"`trace run {context.config_file} --out {folder.root}` (config copied to "
+        "`config.yaml` in the run folder)."
+    ]
+    if routed := report.get("trajectories", {}).get("routed: argmax"):
+        records = folder.stage("evaluate") / routed
+        reproduce.append(
+            "Another round on the routed agent's own failures: `factory analyze "
+            f"{records} --target {context.config.target.kit} --out ROUND2 --truth "
+            f"{records.with_name(records.stem + '.truth.json')}` (every condition's "
+            "held-out runs are in `evaluate/trajectories/`)."
         )
-    )
+    parts.append(Section("Reproduce", reproduce))
     return parts
 
 
