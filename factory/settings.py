@@ -134,19 +134,16 @@ def add_options(
         parser.add_argument(flag(model, name), *aliases, **options)
 
 
-def from_arguments(
-    model: type[Model], arguments: argparse.Namespace, **given: Any
-) -> Model:
-    """`model` built from the parsed options of its fields (and `given` values); a
-    value the whole model refuses (one setting against another) is a FactoryError
-    naming the options."""
+def from_arguments(model: type[Model], arguments: argparse.Namespace) -> Model:
+    """`model` built from the parsed options of its fields; a value the whole model
+    refuses (one setting against another) is a FactoryError naming the options."""
     values = {
         name: getattr(arguments, name)
         for name in model.model_fields
         if getattr(arguments, name, None) is not None
     }
     try:
-        return model(**values, **given)
+        return model(**values)
     except ValidationError as exc:
         error = exc.errors()[0]
         reason = error["msg"].removeprefix("Value error, ")
