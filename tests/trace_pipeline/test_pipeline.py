@@ -225,7 +225,7 @@ def test_a_gym_target_gives_records_with_its_gold_actions(tmp_path: Path) -> Non
     from types import SimpleNamespace
 
     from trace_pipeline.config import PipelineConfig
-    from trace_pipeline.context import Context
+    from trace_pipeline.context import Context, transcript
     from trace_pipeline.stages.collect import record
     from trace_pipeline.store import RunFolder
     from trainer.rollout import Ending
@@ -240,7 +240,7 @@ def test_a_gym_target_gives_records_with_its_gold_actions(tmp_path: Path) -> Non
         seed=3, messages=[{"role": "user", "content": "hi"}], reward=0.0,
         success=False, turns=1, ending=Ending.FINISHED,
     )  # fmt: skip
-    row = record(episode, context.target().make())
+    row = record(transcript(episode), context.target().make())
     assert row["expected_actions"] and row["tools"] and row["metadata"]["needs"] == []
     with pytest.raises(Exception, match="env exactly when kind is gym"):
         PipelineConfig.model_validate({"model": "tiny", "target": {"kind": "gym"}})
