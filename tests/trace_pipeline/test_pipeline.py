@@ -343,6 +343,22 @@ def test_evaluate_keeps_each_condition_as_records_for_another_analysis(
     )
 
 
+def test_the_second_round_benchmark_analyses_before_and_after(
+    finished: Path, tmp_path: Path
+) -> None:
+    script = ROOT / "benchmarks" / "second_round.py"
+    out = tmp_path / "round2"
+    command = [str(finished), str(out), "--runs", "2", "--min-runs", "1"]
+    done = subprocess.run(
+        [sys.executable, str(script), *command], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "base_model: " in done.stdout and "routed_argmax: " in done.stdout
+    for name in ("base_model", "routed_argmax"):
+        assert (out / name / "report.md").is_file()
+        assert (out / "records" / f"{name}.truth.json").is_file()
+
+
 def test_a_trajectories_target_is_analysed_and_never_played(
     finished: Path, tmp_path: Path
 ) -> None:
