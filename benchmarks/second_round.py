@@ -39,7 +39,14 @@ def main() -> None:
     parser.add_argument("--min-runs", type=int, default=AnalysisSettings().min_runs)
     arguments = parser.parse_args()
     run, out = arguments.run, arguments.out
-    report = json.loads((run / "evaluate" / "report.json").read_text("utf-8"))
+    evaluated = run / "evaluate" / "report.json"
+    if not evaluated.is_file() or not (run / "config.yaml").is_file():
+        parser.error(f"{run} is not a `trace run` folder whose evaluate stage finished")
+    if out.exists():
+        parser.error(f"{out} exists; give a new folder (nothing is replaced)")
+    report = json.loads(evaluated.read_text("utf-8"))
+    if "transcripts" not in report:
+        parser.error(f"{evaluated} keeps no transcripts: rerun its evaluate stage")
     episodes = {
         key: {
             row["seed"]: row
