@@ -22,7 +22,7 @@ from router.errors import RouterError
 from router.modes import Route, argmax_route, top_p_route
 from router.prompt import BASE, RoutingPrompt
 from router.routed import Router
-from router.scorer import label_prior
+from router.scorer import Calibrated, label_prior
 from router.vllm import AdapterFiles, server_label_logprobs
 from trainer.chat import ChatFormat
 from trainer.generation import STOP_STRINGS, DecodeStream, TransformersGenerator
@@ -280,7 +280,7 @@ class BaseModelBackend:
         return self.decoder.open(route, chat, temperature)
 
 
-class VLLMServerBackend:
+class VLLMServerBackend(Calibrated):
     """Routes with a vLLM server's prompt log-probs and generates with `model=<adapter name>`.
 
     The server runs the base model with `--enable-lora --lora-modules <cap>=<path> ...`;
@@ -329,10 +329,9 @@ class VLLMServerBackend:
         return label_prior(self.logprobs, self.calibration)
 
     def route(self, messages: list[dict[str, Any]]) -> Route:
-        logprobs = self.logprobs(messages)
-        if self.prior is not None:
-            logprobs = logprobs - self.prior
-        probabilities = torch.softmax(logprobs, dim=-1).tolist()
+        probabilities = torch.softmax(
+            self.calibrated(self.logprobs(messages)), dim=-1
+        ).tolist()
         if self.mode == "top-p":
             return top_p_route(probabilities, self.prompt.targets, self.top_p)
         return argmax_route(probabilities, self.prompt.targets)

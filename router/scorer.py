@@ -48,6 +48,29 @@ def label_prior(
     return torch.stack([logprobs(messages) for messages in batch]).mean(0)
 
 
+class Calibrated:
+    """A label scorer that subtracts `label_prior` from its log-probs once `calibrate`d.
+
+    The transformers scorer, the offline vLLM scorer and a vLLM server's backend
+    share it; each gives `logprobs(messages)`, the uncalibrated label log-probs.
+    """
+
+    prior: torch.Tensor | None = None
+
+    def logprobs(self, messages: list[dict[str, Any]]) -> torch.Tensor:
+        raise NotImplementedError
+
+    def calibrate(
+        self, calibration: str, observations: Sequence[list[dict[str, Any]]] = ()
+    ) -> None:
+        """Later scores subtract `label_prior(self.logprobs, calibration, observations)`."""
+        self.prior = label_prior(self.logprobs, calibration, observations)
+
+    def calibrated(self, logprobs: torch.Tensor) -> torch.Tensor:
+        """`logprobs` less the prior (unchanged before `calibrate` or with "none")."""
+        return logprobs if self.prior is None else logprobs - self.prior
+
+
 @dataclass
 class Scores:
     """Log-probs of the label tokens (in label order) and the probe's feature vector."""
@@ -72,7 +95,7 @@ def frozen(model: Any) -> Iterator[Any]:
             model.train(was_training)
 
 
-class LabelScorer:
+class LabelScorer(Calibrated):
     """Scores tasks against one routing prompt; `cached=False` recomputes everything.
 
     Two KV caches: the static prefix's (once per capability set) and, on top of
@@ -98,7 +121,6 @@ class LabelScorer:
                 self.prefix_cache = returned_cache(
                     model(input_ids=self._tensor(prompt.prefix_ids), use_cache=True)
                 )
-        self.calibration: torch.Tensor | None = None
 
     def _tensor(self, ids: list[int]) -> torch.Tensor:
         return torch.tensor([ids], dtype=torch.long, device=self.device)
@@ -150,23 +172,14 @@ class LabelScorer:
             features = hidden_sum / (len(policy_ids) + len(request_ids))
             return Scores(logprobs[self.label_ids].cpu(), features.cpu())
 
-    def calibrate(
-        self, calibration: str, observations: Sequence[list[dict[str, Any]]] = ()
-    ) -> None:
-        """Later scores subtract `label_prior(calibration, observations)`."""
-        self.calibration = label_prior(
-            lambda messages: (
-                self.score_parts(*self.prompt.task_parts(messages)).logprobs
-            ),
-            calibration,
-            observations,
-        )
+    def logprobs(self, messages: list[dict[str, Any]]) -> torch.Tensor:
+        """The label log-probs of a task's first observation (no calibration)."""
+        return self.score_parts(*self.prompt.task_parts(messages)).logprobs
 
     def score(self, messages: list[dict[str, Any]]) -> Scores:
         """Scores of a task's first observation (calibrated when `calibrate` was called)."""
         scores = self.score_parts(*self.prompt.task_parts(messages))
-        if self.calibration is not None:
-            scores.logprobs = scores.logprobs - self.calibration
+        scores.logprobs = self.calibrated(scores.logprobs)
         return scores
 
     def probabilities(self, scores: Scores) -> torch.Tensor:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ import torch
 from router.capabilities import CapabilitySet
 from router.errors import RouterError
 from router.prompt import RoutingPrompt
-from router.scorer import Scores, label_prior
+from router.scorer import Calibrated, Scores
 
 
 def label_prompts(
@@ -185,29 +185,19 @@ def activation(
     return activate
 
 
-class VLLMScorer:
+class VLLMScorer(Calibrated):
     """Label log-probs from an offline engine; the same interface as `LabelScorer` (no features)."""
 
     def __init__(self, engine: Any, prompt: RoutingPrompt) -> None:
         self.engine = engine
         self.prompt = prompt
-        self.calibration: torch.Tensor | None = None
-
-    def calibrate(
-        self, calibration: str, observations: Sequence[list[dict[str, Any]]] = ()
-    ) -> None:
-        """Later scores subtract `label_prior(calibration, observations)`."""
-        self.calibration = label_prior(self.logprobs, calibration, observations)
 
     def logprobs(self, messages: list[dict[str, Any]]) -> torch.Tensor:
         values = offline_label_logprobs(self.engine, self.prompt, messages)
         return torch.tensor(values, dtype=torch.float32)
 
     def score(self, messages: list[dict[str, Any]]) -> Scores:
-        logprobs = self.logprobs(messages)
-        if self.calibration is not None:
-            logprobs = logprobs - self.calibration
-        return Scores(logprobs, torch.zeros(0))
+        return Scores(self.calibrated(self.logprobs(messages)), torch.zeros(0))
 
     def probabilities(self, scores: Scores) -> torch.Tensor:
         return torch.softmax(scores.logprobs, dim=-1)
