@@ -39,7 +39,8 @@ def main() -> None:
     uncalibrated = config.route.model_copy(update={"calibration": "none"})
     config = config.model_copy(update={"route": uncalibrated})
     context = Context(config, RunFolder(root), root / "config.yaml")
-    bank, _, router = load_router(context, root / "route" / "adapters")
+    loaded = load_router(context, root / "route" / "adapters")
+    bank, router = loaded.bank, loaded.router
     scorer = router.scorer
     held = tasks(context, bank.capabilities.names)
     report = json.loads((root / "evaluate" / "report.json").read_text("utf-8"))

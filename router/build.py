@@ -37,9 +37,11 @@ def load(
     settings: RouterSettings,
     need_probe: bool = False,
     requests: Sequence[list[dict[str, Any]]] = (),
+    precision: str = "fp32",
 ) -> Loaded:
-    """The base model with every adapter, the routing prompt, scorer (calibrated, with
-    `requests` the batch batch-calibration averages over), probe and router."""
+    """The base model (its weights in `precision`) with every adapter, the routing
+    prompt, scorer (calibrated, with `requests` the batch batch-calibration averages
+    over), probe and router."""
     from router.adapters import AdapterBank
     from router.probe import load_probe
     from router.prompt import RoutingPrompt
@@ -49,7 +51,7 @@ def load(
 
     capabilities = load_capabilities(settings.adapters, settings.model)
     base, tokenizer = load_base(
-        settings.model, chat_template=capabilities.chat_template
+        settings.model, chat_template=capabilities.chat_template, precision=precision
     )
     bank = AdapterBank(base, capabilities)
     prompt = RoutingPrompt(

@@ -59,9 +59,8 @@ def routed_model(context: Context) -> tuple[Any, Any, Any, dict[str, str]]:
     if "evaluate" not in context.loaded:
         from trace_pipeline.stages.route import load_router
 
-        bank, tokenizer, router = load_router(
-            context, context.folder.stage("route") / "adapters"
-        )
+        loaded = load_router(context, context.folder.stage("route") / "adapters")
+        bank, tokenizer, router = loaded.bank, loaded.tokenizer, loaded.router
         baselines = {}
         if len(bank.capabilities.names) >= 2:
             bank.add_baseline("ties")

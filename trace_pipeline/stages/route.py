@@ -11,37 +11,25 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trace_pipeline.context import Context
 
+if TYPE_CHECKING:
+    from router.build import Loaded
 
-def load_router(context: Context, folder: Path) -> tuple[Any, Any, Any]:
-    """(adapter bank, tokenizer, router) over the adapters in `folder`, on a fresh base model."""
-    from router.adapters import AdapterBank
-    from router.capabilities import load_capabilities
-    from router.probe import load_probe
-    from router.prompt import RoutingPrompt
-    from router.routed import Router
-    from router.scorer import LabelScorer
-    from trainer.models import load_base
 
-    settings = context.config.route
-    capabilities = load_capabilities(folder, context.model_path)
-    base, tokenizer = load_base(
-        context.model_path,
-        chat_template=capabilities.chat_template,
-        precision=context.config.precision,
-    )
-    bank = AdapterBank(base, capabilities)
-    prompt = RoutingPrompt(
-        capabilities, tokenizer, settings.example_tokens, settings.task_tokens
-    )
-    probe = load_probe(capabilities.folder, prompt.fingerprint(), prompt.targets)
-    scorer = LabelScorer(bank.model, prompt)
+def load_router(context: Context, folder: Path) -> Loaded:
+    """The router over the adapters in `folder` on a fresh base model, with this run's
+    routing settings, precision and (batch calibration) analysis-split requests; its
+    probe when one was fitted (none when the base agent solved no analysis task)."""
+    from router.build import load
+    from router.settings import RouterSettings, RoutingSettings
+
+    routing = context.config.route.model_dump(include=set(RoutingSettings.model_fields))
+    settings = RouterSettings(model=context.model_path, adapters=str(folder), **routing)
     batch = analysis_requests(context) if settings.calibration == "batch" else ()
-    scorer.calibrate(settings.calibration, batch)
-    return bank, tokenizer, Router(scorer, probe, settings.top_p)
+    return load(settings, requests=batch, precision=context.config.precision)
 
 
 def analysis_requests(context: Context) -> list[list[dict[str, Any]]]:
@@ -68,7 +56,8 @@ def _fit_probe(context: Context, folder: Path) -> dict[str, Any]:
     from trainer.envs import resolve_env
 
     count = context.config.route.probe_examples
-    bank, _, router = load_router(context, folder)
+    loaded = load_router(context, folder)
+    bank, router = loaded.bank, loaded.router
     examples: list[tuple[Any, int, str]] = []
     for capability in bank.capabilities.capabilities:
         handle = resolve_env(
