@@ -41,8 +41,37 @@ def gemma_gguf() -> str:
     return str(assemble())
 
 
+# The trainer settings this protocol varies: their types, ranges and help are
+# TrainConfig's; PROTOCOL holds the sizes of the README's runs where they differ
+# from the trainer's defaults.
+TRAIN_OPTIONS = (
+    "iterations", "groups", "group_size", "max_new_tokens", "max_turns",
+    "learning_rate", "warmup_steps", "sft_coef", "sft_examples", "resample_tries",
+    "hint_share", "cold_start", "cold_start_epochs", "cold_start_learning_rate",
+    "minibatch_size", "generation_batch_size", "tool_format", "precision", "temperature",
+)  # fmt: skip
+PROTOCOL = {
+    "iterations": 20,
+    "groups": 2,
+    "group_size": 4,
+    "max_new_tokens": 96,
+    "max_turns": 8,
+    "max_total_tokens": 8192,
+    "learning_rate": 5e-5,
+    "cold_start": 48,
+    "cold_start_learning_rate": 5e-4,
+    "minibatch_size": 4,
+    "generation_batch_size": 64,
+    "tool_format": "compact",
+    "precision": "bf16",
+    # rollouts and evaluation: a 270M model samples junk from its 262k-token tail at 1.0
+    "temperature": 0.7,
+}
+
+
 def main() -> None:
-    from trainer.options import add_number_options
+    from factory.settings import add_options
+    from trainer.config import TrainConfig
 
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -57,33 +86,9 @@ def main() -> None:
         "--chat-template", default="gemma", help="the base model has none"
     )
     parser.add_argument("--out", type=Path, default=Path("adapters/learning_curve"))
-    parser.add_argument("--iterations", type=int, default=20)
-    parser.add_argument("--groups", type=int, default=2)
-    parser.add_argument("--group-size", type=int, default=4)
     parser.add_argument("--eval-episodes", type=int, default=40)
-    parser.add_argument("--max-new-tokens", type=int, default=96)
-    parser.add_argument("--max-turns", type=int, default=8)
-    parser.add_argument("--learning-rate", type=float, default=5e-5)
-    parser.add_argument(
-        "--warmup-steps",
-        type=int,
-        default=0,
-        help="GRPO optimizer steps of linear learning-rate warmup",
-    )
-    # the authors' recipe, with the trainer's own defaults, ranges and help
-    add_number_options(
-        parser, ("sft_coef", "sft_examples", "resample_tries", "hint_share")
-    )
-    parser.add_argument("--cold-start", type=int, default=48)
-    parser.add_argument("--cold-start-epochs", type=int, default=2)
-    parser.add_argument("--cold-start-learning-rate", type=float, default=5e-4)
-    parser.add_argument("--minibatch-size", type=int, default=4)
-    parser.add_argument(
-        "--generation-batch-size",
-        type=int,
-        default=64,
-        help="most episodes sampled in one batch",
-    )
+    add_options(parser, TrainConfig, TRAIN_OPTIONS)
+    parser.set_defaults(**{k: v for k, v in PROTOCOL.items() if k in TRAIN_OPTIONS})
     parser.add_argument(
         "--concurrent-episodes",
         type=int,
@@ -106,14 +111,6 @@ def main() -> None:
         "add its SFT control (its GRPO optimizer steps as supervised steps from the "
         "same cold start, which must train the adapter it recorded) without running "
         "GRPO again; --cold-start-outcomes is implied",
-    )
-    parser.add_argument("--tool-format", default="compact")
-    parser.add_argument("--precision", default="bf16")
-    parser.add_argument(
-        "--temperature",
-        type=float,
-        default=0.7,
-        help="rollouts and evaluation (a 270M model samples junk from its 262k-token tail at 1.0)",
     )
     parser.add_argument(
         "--control",
@@ -149,36 +146,20 @@ def main() -> None:
     if args.after_control and not args.control:
         parser.error("--after-control goes on from the SFT control: drop --no-control")
 
-    from trainer.config import TrainConfig
     from trainer.envs import resolve_env
     from trainer.errors import TrainerError
     from trainer.experiment import LearningCurve, Protocol, read_earlier
     from trainer.run import open_run
 
     model_name = args.model or gemma_gguf()
-    config = TrainConfig(
-        iterations=args.iterations,
-        groups=args.groups,
-        group_size=args.group_size,
-        max_new_tokens=args.max_new_tokens,
-        max_turns=args.max_turns,
-        max_total_tokens=8192,
-        learning_rate=args.learning_rate,
-        warmup_steps=args.warmup_steps,
-        minibatch_size=args.minibatch_size,
-        generation_batch_size=args.generation_batch_size,
-        tool_format=args.tool_format,
-        cold_start=args.cold_start,
-        cold_start_epochs=args.cold_start_epochs,
-        cold_start_learning_rate=args.cold_start_learning_rate,
-        sft_coef=args.sft_coef,
-        sft_examples=args.sft_examples,
-        resample_tries=args.resample_tries,
-        hint_share=args.hint_share,
-        precision=args.precision,
-        temperature=args.temperature,
-        lora_target_modules=tuple(args.lora_target_modules.split(",")),
-    )
+    try:
+        config = TrainConfig(
+            **{name: getattr(args, name) for name in TRAIN_OPTIONS},
+            max_total_tokens=PROTOCOL["max_total_tokens"],
+            lora_target_modules=tuple(args.lora_target_modules.split(",")),
+        )
+    except TrainerError as error:
+        parser.error(str(error))
     protocol = Protocol(
         args.eval_episodes, args.concurrent_episodes, args.base, args.control,
         args.cold_start_outcomes, args.control_for, args.after_control,

@@ -27,7 +27,8 @@ from trainer.config import EVAL_SEED_BASE
 from trainer.evaluation import mcnemar
 from trainer.generation import TransformersGenerator
 from trainer.models import load_adapter, load_base, mixed_precision
-from trainer.rollout import RolloutLimits, collect
+from trainer.rollout import collect
+from trainer.settings import RolloutLimits
 
 BASE = "base"  # a task that needs nothing special
 
@@ -56,7 +57,10 @@ def play(model: Any, tokenizer: Any, seeds: list[int], settings: argparse.Namesp
     """One greedy episode per seed: outcome, turns and transcript."""
     handle = phone_target(difficulty)
     limits = RolloutLimits(
-        settings.max_turns, settings.max_new_tokens, settings.max_total_tokens, 0.0
+        max_turns=settings.max_turns,
+        max_new_tokens=settings.max_new_tokens,
+        max_total_tokens=settings.max_total_tokens,
+        temperature=0.0,
     )
     generator = TransformersGenerator(model, tokenizer, len(seeds))
     with mixed_precision(settings.precision, model):

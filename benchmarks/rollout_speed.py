@@ -80,7 +80,8 @@ def main() -> None:
     from trainer.envs import resolve_env
     from trainer.generation import TransformersGenerator
     from trainer.models import _fast_cpu_bf16, load_adapter, load_base, mixed_precision
-    from trainer.rollout import RolloutLimits, collect
+    from trainer.rollout import collect
+    from trainer.settings import RolloutLimits
 
     if args.model is None:
         from learning_curve import gemma_gguf

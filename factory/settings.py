@@ -74,10 +74,27 @@ def _plain(annotation: Any) -> Any:
     return annotation
 
 
-def _reason(error: ValidationError) -> str:
-    """pydantic's first message, as a sentence about the value."""
-    message = error.errors()[0]["msg"]
-    return message.removeprefix("Value error, ").replace("Input should", "must")
+def _reason(error: dict[str, Any]) -> str:
+    """pydantic's message about one value, as words after the option's name."""
+    message = error["msg"].removeprefix("Value error, ")
+    return re.sub(r"^\w+ should", "must", message)
+
+
+def explain(model: type[BaseModel], error: ValidationError) -> str:
+    """pydantic's first complaint about `model` as one sentence about options:
+    `--groups must be greater than or equal to 1, not 0`; a check of the whole model
+    has its field names written as the options the user typed."""
+    first = error.errors()[0]
+    reason = _reason(first)
+    location = [str(part) for part in first["loc"]]
+    if location and location[0] in model.model_fields:
+        shown = repr(first.get("input"))[:80]
+        return f"{flag(model, location[0])} {reason}, not {shown}"
+    if location:
+        return f"unknown setting {location[0][:80]!r} ({reason.lower()})"
+    for name in model.model_fields:
+        reason = re.sub(rf"(?<![-\w]){name}\b", flag(model, name), reason)
+    return reason
 
 
 def number(kind: type, *limits: Any) -> Callable[[str], Any]:
@@ -86,10 +103,12 @@ def number(kind: type, *limits: Any) -> Callable[[str], Any]:
     while parsing (usage line, exit 2)."""
     checker = TypeAdapter(Annotated[(kind, *limits)] if limits else kind)
 
-    def parse(text: str) -> Any:
+    def parse(text: str | float) -> Any:
         try:
             value = kind(text)
-        except ValueError:
+            if kind is int and isinstance(text, float) and value != text:
+                raise ValueError  # a YAML 2.5 is not the integer 2
+        except (ValueError, OverflowError):
             word = "an integer" if kind is int else "a number"
             raise argparse.ArgumentTypeError(f"not {word}: {text!r}") from None
         if not math.isfinite(value):
@@ -97,7 +116,9 @@ def number(kind: type, *limits: Any) -> Callable[[str], Any]:
         try:
             return checker.validate_python(value)
         except ValidationError as exc:
-            raise argparse.ArgumentTypeError(f"{_reason(exc)}, not {text}") from None
+            raise argparse.ArgumentTypeError(
+                f"{_reason(exc.errors()[0])}, not {text}"
+            ) from None
 
     parse.__name__ = kind.__name__  # argparse names the type in its messages
     return parse
@@ -135,8 +156,8 @@ def add_options(
 
 
 def from_arguments(model: type[Model], arguments: argparse.Namespace) -> Model:
-    """`model` built from the parsed options of its fields; a value the whole model
-    refuses (one setting against another) is a FactoryError naming the options."""
+    """`model` built from the parsed options of its fields; a value it refuses (one
+    setting against another) is a FactoryError naming the options (`explain`)."""
     values = {
         name: getattr(arguments, name)
         for name in model.model_fields
@@ -145,13 +166,4 @@ def from_arguments(model: type[Model], arguments: argparse.Namespace) -> Model:
     try:
         return model(**values)
     except ValidationError as exc:
-        error = exc.errors()[0]
-        reason = error["msg"].removeprefix("Value error, ")
-        fields = [part for part in error["loc"] if part in model.model_fields]
-        if fields:
-            where = ", ".join(flag(model, str(name)) for name in fields)
-            raise FactoryError(f"{where}: {reason}") from None
-        # A check of the whole model names fields; the user typed options.
-        for name in model.model_fields:
-            reason = re.sub(rf"\b{name}\b", flag(model, name), reason)
-        raise FactoryError(reason) from None
+        raise FactoryError(explain(model, exc)) from None

@@ -62,11 +62,11 @@ def _fit(arguments: argparse.Namespace) -> int:
 
 def _eval(arguments: argparse.Namespace) -> int:
     from router.evaluate import markdown
-    from trainer.rollout import RolloutLimits
+    from trainer.settings import RolloutLimits
 
-    limits = RolloutLimits(  # checks every number against trainer.settings
-        arguments.max_turns, arguments.max_new_tokens, arguments.max_total_tokens,
-        arguments.temperature,
+    limits = RolloutLimits(  # checks the numbers against each other
+        max_turns=arguments.max_turns, max_new_tokens=arguments.max_new_tokens,
+        max_total_tokens=arguments.max_total_tokens, temperature=arguments.temperature,
     )  # fmt: skip
     out = Path(arguments.out)
     report = build.evaluate(
@@ -106,9 +106,8 @@ def _command(
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from trainer.config import EVAL_SEED_BASE
-    from trainer.options import EVAL_EPISODES, add_number_options
-    from trainer.settings import BACKENDS, PRECISIONS
+    from trainer.config import EVAL_SEED_BASE, TrainConfig
+    from trainer.settings import BACKENDS, Evaluation, RolloutLimits
 
     parser = argparse.ArgumentParser(
         prog="router", description="Route tasks to TRACE capability adapters."
@@ -134,18 +133,14 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--force", action="store_true", help="replace an existing probe")
     evaluate = command("eval", _eval, "routing accuracy and task success on evaluation seeds",
                        [*routing, *envs])
-    evaluate.add_argument("--episodes", type=number(int, Interval(ge=1, le=100_000)),
-                          default=EVAL_EPISODES, help="tasks per environment")
+    add_options(evaluate, Evaluation, ["episodes"])
     evaluate.add_argument("--out", required=True,
                           help="report folder (report.md/json, confusion.png, success.png)")
     evaluate.add_argument("--force", action="store_true", help="replace an earlier eval output")
     # One name, default, range and help with `trainer eval` (trainer.settings).
-    add_number_options(evaluate, ("max_turns", "max_new_tokens", "max_total_tokens",
-                                  "temperature", "generation_batch_size"))
-    evaluate.add_argument("--precision", choices=PRECISIONS, default="fp32",
-                          help="bf16: mixed precision")
-    evaluate.add_argument("--backend", choices=BACKENDS, default="transformers",
-                          help="vllm: route by prompt log-probs, generate with LoRARequests (GPU)")
+    add_options(evaluate, RolloutLimits, ["max_turns", "max_new_tokens", "max_total_tokens",
+                                          "temperature"])
+    add_options(evaluate, TrainConfig, ["generation_batch_size", "precision", "backend"])
     serve = command("serve", _serve, "OpenAI-compatible chat completions for the routed agent",
                     [*routing, "mode", "tool_format", "batch_size", "max_queue", "vllm_url"], ())
     serve.add_argument("--host", default="127.0.0.1",

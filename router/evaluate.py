@@ -23,7 +23,8 @@ from router.modes import Route, uniform_merge
 from router.routed import Router, Task, play
 from router.scorer import Scores
 from trainer.evaluation import confidence_interval, mcnemar
-from trainer.rollout import Generator, RolloutLimits
+from trainer.rollout import Generator
+from trainer.settings import RolloutLimits
 
 
 def rate(outcomes: Sequence[float]) -> dict[str, Any]:

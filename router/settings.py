@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict
 from factory.settings import setting
 from router.prompt import EXAMPLE_TOKENS, TASK_TOKENS
 from router.serve import BATCH_SIZE, MAX_QUEUE
+from trainer.settings import ToolFormat
 
 # Why batch calibration is refused where no batch of requests exists.
 BATCH_NEEDS_REQUESTS = (
@@ -61,7 +62,7 @@ class RouterSettings(RoutingSettings):
     base_envs: tuple[str, ...] = setting(
         (), "environments whose tasks need no adapter (label: base)"
     )
-    tool_format: Literal["json", "compact"] = setting(
+    tool_format: ToolFormat = setting(
         "json",
         "how tools are listed for a plain base model whose chat template has no tool "
         "role (adapters use the format they were trained with)",

@@ -96,3 +96,21 @@ def test_trace_run_sections_are_the_commands_own_settings() -> None:
     for section, model in ((Analyze, AnalysisSettings), (Route, RoutingSettings)):
         for name, field in model.model_fields.items():
             assert section.model_fields[name].default == field.default, name
+
+
+def test_trace_run_train_and_rollout_take_the_trainers_ranges_and_help() -> None:
+    """`trace run`'s train and rollout sections set their own CPU-sized defaults,
+    but every range and help of a trainer setting is the trainer's own."""
+    from trace_pipeline.config import Rollout, Train
+    from trainer.config import TrainConfig
+
+    shared = 0
+    for section in (Train, Rollout):
+        for name, field in section.model_fields.items():
+            if name not in TrainConfig.model_fields:
+                continue
+            shared += 1
+            own = TrainConfig.model_fields[name]
+            assert set(map(repr, own.metadata)) <= set(map(repr, field.metadata)), name
+            assert field.annotation == own.annotation, name
+    assert shared >= 20

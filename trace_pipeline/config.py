@@ -19,24 +19,26 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic.fields import FieldInfo
 
 from factory.analyze.settings import AnalysisSettings
 from router.settings import RoutingSettings
 from trace_pipeline.errors import PipelineError
+from trainer.config import TrainConfig
 from trainer.errors import TrainerError
 from trainer.options import read_yaml
-from trainer.settings import SETTINGS
+from trainer.settings import Backend, ToolFormat
 
 
-def trainer_setting(name: str, default: float, description: str | None = None) -> Any:
-    """A field of a trainer setting: its range and help are the trainer's own
-    (`trainer.settings.SETTINGS`, declared once); only the pipeline's default is here."""
-    setting = SETTINGS[name]
-    return Field(
-        default,
-        ge=setting.low,
-        le=setting.high,
-        description=description or setting.help,
+def trainer_setting(
+    name: str, default: Any, description: str | None = None, **limits: Any
+) -> Any:
+    """The trainer's own field `name` (its range and help, declared once in
+    `TrainConfig`) with the pipeline's default, and its own help and tighter
+    `limits` where given."""
+    own = {"description": description} if description else {}
+    return FieldInfo.merge_field_infos(
+        TrainConfig.model_fields[name], Field(**limits), default=default, **own
     )
 
 
@@ -55,9 +57,7 @@ class Rollout(Section):
     temperature: float = trainer_setting(
         "temperature", 0.0, "decoding temperature of collect and evaluate (0: greedy)"
     )
-    tool_format: Literal["json", "compact"] = Field(
-        "compact", description="how tools are listed when the template has no tool role"
-    )
+    tool_format: ToolFormat = trainer_setting("tool_format", "compact")
 
     @model_validator(mode="after")
     def _budget(self) -> Rollout:
@@ -206,11 +206,8 @@ class Train(Section):
     group_size: int = trainer_setting("group_size", 4)
     learning_rate: float = trainer_setting("learning_rate", 3e-5)
     # GRPO samples: greedy decoding would make every group's episodes alike.
-    temperature: float = Field(
-        1.0,
-        gt=0,
-        le=SETTINGS["temperature"].high,
-        description="sampling temperature of GRPO's rollouts (> 0)",
+    temperature: float = trainer_setting(
+        "temperature", 1.0, "sampling temperature of GRPO's rollouts (> 0)", gt=0
     )
     cold_start: int = trainer_setting("cold_start", 8)
     cold_start_epochs: int = trainer_setting("cold_start_epochs", 1)
@@ -229,8 +226,8 @@ class Train(Section):
         description="episodes on the adapter's own env, before and after",
     )
     seed: int = trainer_setting("seed", 0)
-    backend: Literal["transformers", "vllm"] = Field(
-        "transformers", description="rollout sampler of GRPO (vllm: GPU machines)"
+    backend: Backend = trainer_setting(
+        "backend", "transformers", "rollout sampler of GRPO (vllm: GPU machines)"
     )
 
 

@@ -21,7 +21,7 @@ from trace_pipeline.config import PipelineConfig
 from trace_pipeline.errors import PipelineError
 from trace_pipeline.store import RunFolder, digest
 from trainer.envs import EnvHandle
-from trainer.rollout import RolloutLimits
+from trainer.settings import RolloutLimits
 
 DONE = ".done"
 
@@ -139,9 +139,7 @@ class Context:
     def limits(self) -> RolloutLimits:
         """Episode limits of collection and evaluation (greedy by default)."""
         r = self.config.rollout
-        return RolloutLimits(
-            r.max_turns, r.max_new_tokens, r.max_total_tokens, r.temperature
-        )
+        return RolloutLimits(**r.model_dump(exclude={"tool_format"}))
 
     def job(
         self, kind: str, inputs: dict[str, Any], work: Callable[[Path], None]

@@ -16,7 +16,8 @@ from trainer.envs import EnvHandle, resolve_env
 from trainer.errors import TrainerError
 from trainer.generation import TransformersGenerator
 from trainer.models import load_adapter, load_base
-from trainer.rollout import Ending, RolloutLimits, collect
+from trainer.rollout import Ending, collect
+from trainer.settings import RolloutLimits
 
 
 @dataclass(frozen=True)

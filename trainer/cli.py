@@ -21,21 +21,18 @@ import sys
 from pathlib import Path
 
 from factory.errors import printable
-from factory.settings import DefaultsFormatter
+from factory.settings import DefaultsFormatter, add_options
 from factory.version import add_version
+from trainer.config import TrainConfig
 from trainer.errors import Interrupted, TrainerError
 from trainer.options import (
-    CONCURRENT_EPISODES,
-    DEFAULTS,
-    EVAL_EPISODES,
     ROLLOUT_SETTINGS,
     TRAIN_SETTINGS,
-    add_number_options,
     parse,
     require,
     train_config,
 )
-from trainer.settings import BACKENDS, PRECISIONS, REPORTERS, SETTINGS, TOOL_FORMATS
+from trainer.settings import TOOL_FORMATS, Evaluation, RolloutLimits
 
 
 def _train(arguments: argparse.Namespace) -> int:
@@ -55,7 +52,6 @@ def _train(arguments: argparse.Namespace) -> int:
 
 def _eval(arguments: argparse.Namespace) -> int:
     from trainer.evaluation import evaluate_model
-    from trainer.rollout import RolloutLimits
 
     require(arguments, "env", "model")
     limits = RolloutLimits(**{n: getattr(arguments, n) for n in ROLLOUT_SETTINGS})
@@ -81,7 +77,7 @@ def _compare(arguments: argparse.Namespace) -> int:
 
 
 # fmt: off
-# Options of `train` and `eval` besides the numbers (trainer.settings, TrainConfig).
+# Options of `train` and `eval` besides those derived from the settings' models.
 COMMON = (
     ("--config", {"help": "a YAML file of settings (option names as keys); flags override it"}),
     ("--env", {"action": "append",
@@ -91,9 +87,6 @@ COMMON = (
     ("--model", {"help": "local folder, .gguf file, or Hugging Face id (required)"}),
     ("--chat-template", {"help": "for base models: gemma, chatml or a jinja file (eval: "
                                  "default the adapter's own)"}),
-    ("--precision", {"choices": PRECISIONS, "default": DEFAULTS.precision,
-                     "help": "bf16: base weights stored in bfloat16, mixed-precision passes "
-                             "(faster on GPUs and CPUs with AVX512-BF16)"}),
     ("--tool-format", {"choices": TOOL_FORMATS,
                        "help": "how tools are listed if the template has no tool role "
                                "(compact: shorter prompts); default json, or for eval the "
@@ -101,26 +94,13 @@ COMMON = (
 )
 TRAIN = (
     ("--out", {"help": "adapter folder, e.g. adapters/<cap> (required)"}),
-    ("--lora-target-modules", {"default": ",".join(DEFAULTS.lora_target_modules),
-                               "help": "comma-separated names of the linear layers LoRA adapts"}),
-    ("--backend", {"choices": BACKENDS, "default": DEFAULTS.backend,
-                   "help": "rollout sampler: transformers (CPU or GPU) or vllm (GPU)"}),
-    ("--report-to", {"choices": REPORTERS, "default": DEFAULTS.report_to,
-                     "help": "where metrics also go (tensorboard: <out>/runs)"}),
-    ("--gradient-checkpointing", {"action": argparse.BooleanOptionalAction,
-                                  "default": DEFAULTS.gradient_checkpointing,
-                                  "help": "recompute decoder activations in the update's "
-                                          "backward pass: about 0.3x its peak memory (off: "
-                                          "faster on short rows only; see docs/train.md)"}),
+    ("--lora-target-modules",
+     {"default": ",".join(TrainConfig.model_fields["lora_target_modules"].default),
+      "help": "comma-separated names of the linear layers LoRA adapts"}),
     ("--resume", {"action": "store_true", "help": "continue from the checkpoint in --out"}),
     ("--force", {"action": "store_true", "help": "start over in a non-empty --out"}),
 )
-EVAL = (
-    ("--adapter", {"help": "adapter folder (default: the base model)"}),
-    ("--episodes", {"type": int, "default": EVAL_EPISODES, "help": SETTINGS["episodes"].help}),
-    ("--concurrent-episodes", {"type": int, "default": CONCURRENT_EPISODES,
-                               "help": SETTINGS["concurrent_episodes"].help}),
-)
+EVAL = (("--adapter", {"help": "adapter folder (default: the base model)"}),)
 COMPARE = (
     *((which, {"help": "the JSON `trainer eval` printed, or a learning_curve.json"})
       for which in ("first", "second")),
@@ -128,11 +108,13 @@ COMPARE = (
                                     "learning_curve.json, e.g. 'after cold start'"})
       for which in ("first", "second")),
 )
+# Each command's options derived from a settings model: (model, field names).
 COMMANDS = {
     "train": (_train, "train one LoRA adapter with GRPO", (*COMMON, *TRAIN),
-              ROLLOUT_SETTINGS + TRAIN_SETTINGS),
+              ((TrainConfig, ("precision", *ROLLOUT_SETTINGS, *TRAIN_SETTINGS)),)),
     "eval": (_eval, "success rate and reward with 95%% intervals", (*COMMON, *EVAL),
-             ROLLOUT_SETTINGS),
+             ((TrainConfig, ("precision",)), (RolloutLimits, ROLLOUT_SETTINGS),
+              (Evaluation, tuple(Evaluation.model_fields)))),
     "compare": (_compare, "two evaluation reports on their shared seeds: rates with 95%% "
                           "intervals and the exact McNemar test", COMPARE, ()),
 }
@@ -150,13 +132,14 @@ def _commands() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPar
     add_version(parser)
     commands = parser.add_subparsers(dest="command", required=True)
     built = {}
-    for name, (run, help, options, numbers) in COMMANDS.items():
+    for name, (run, help, options, derived) in COMMANDS.items():
         command = commands.add_parser(
             name, help=help, formatter_class=DefaultsFormatter
         )
         for flag, settings in options:
             command.add_argument(flag, **settings)
-        add_number_options(command, numbers)
+        for model, names in derived:
+            add_options(command, model, names)
         command.set_defaults(run=run)
         built[name] = command
     return parser, built

@@ -1,127 +1,166 @@
-"""Training configuration (defaults from the paper's appendix A), validated up front."""
+"""Training configuration (defaults from the paper's appendix A): every setting
+declared once here or, for how long an episode may run, in `RolloutLimits`."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from pydantic import field_validator, model_validator
 
-from trainer.errors import TrainerError
-from trainer.rollout import RolloutLimits
-from trainer.settings import (
-    BACKENDS,
-    PRECISIONS,
-    REPORTERS,
-    SETTINGS,
-    TOOL_FORMATS,
-    check,
-)
+from factory.settings import setting
+from trainer.settings import Backend, Precision, Reporter, RolloutLimits, ToolFormat
 
 EVAL_SEED_BASE = 2**30  # training seeds are below, evaluation seeds at or above
 
 
-@dataclass(frozen=True)
-class TrainConfig:
-    """Everything one GRPO run depends on."""
+class TrainConfig(RolloutLimits):
+    """Everything one GRPO run depends on: the rollout limits and the training settings."""
 
-    iterations: int = 40
-    groups: int = 4  # G: seeds (prompts) per iteration
-    group_size: int = 8  # K: episodes per seed
-    # How long an episode and its calls may run: RolloutLimits' defaults, declared there.
-    max_new_tokens: int = RolloutLimits.max_new_tokens
-    max_turns: int = RolloutLimits.max_turns
-    max_total_tokens: int = RolloutLimits.max_total_tokens
-    temperature: float = RolloutLimits.temperature
-    learning_rate: float = 1e-5
-    # GRPO optimizer steps over which the learning rate rises linearly to learning_rate
-    warmup_steps: int = 0
-    weight_decay: float = 0.0
-    clip_epsilon: float = 0.2
-    kl_beta: float = 0.0
-    advantage_epsilon: float = 1e-4
-    max_grad_norm: float = 1.0
-    minibatch_size: int = 8
-    # Rows per forward/backward pass, gradients accumulated over the minibatch
-    # (0: the whole minibatch in one pass); the same gradient at lower peak memory.
-    micro_batch_size: int = 0
-    epochs: int = 1
-    lora_rank: int = 16
-    lora_alpha: int = 32
-    lora_dropout: float = 0.0
-    lora_target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
-    generation_batch_size: int = 16
-    precision: str = "fp32"  # or bf16: autocast forward/backward passes
-    # Recompute decoder activations in the backward pass: about 0.3x the update's
-    # memory for about 1.3x its time (benchmarks/update_memory.py).
-    gradient_checkpointing: bool = True
-    tool_format: str = "json"  # how tools are listed when the template has no tool role
-    cold_start: int = 0  # gold demonstrations for supervised epochs before GRPO
-    cold_start_epochs: int = 2
-    cold_start_learning_rate: float = 2e-4
-    # Joint SFT + RL (the TRACE authors' trainer): each GRPO step's loss adds
-    # sft_coef x L_SFT on sft_examples gold demonstrations (0: plain GRPO).
-    sft_coef: float = 0.0
-    sft_examples: int = 8
-    # Dynamic resampling (DAPO): groups whose K rewards are all equal are replayed
-    # on fresh training seeds, up to this many times, before the update.
-    resample_tries: int = 0
-    # Hint injection: this share of each group's episodes sees expert guidance (the
-    # capability and the gold policy's first step) in its system message; the
-    # update trains them on the plain prompt.
-    hint_share: float = 0.0
-    seed: int = 0
-    backend: str = "transformers"
-    step_timeout: float = (
-        RolloutLimits.step_timeout
-    )  # seconds one environment call may take
-    report_to: str = "none"  # or tensorboard, wandb: where metrics also go
-    extra: dict[str, Any] = field(default_factory=dict)
+    iterations: int = setting(
+        40, "GRPO iterations (each: rollouts, update, checkpoint)", ge=1, le=10**7
+    )
+    groups: int = setting(4, "G: seeds (groups) per iteration", ge=1, le=10**6)
+    group_size: int = setting(
+        8,
+        "K: episodes per seed, compared with each other (at least 2)",
+        ge=2,
+        le=10**6,
+    )
+    learning_rate: float = setting(
+        1e-5, "AdamW learning rate of the GRPO updates", gt=0, le=1
+    )
+    warmup_steps: int = setting(
+        0,
+        "GRPO optimizer steps over which the learning rate rises linearly to "
+        "--learning-rate (AdamW's first steps move every weight by about the learning "
+        "rate, however noisy the gradient; 0: none)",
+        ge=0,
+        le=10**7,
+    )
+    weight_decay: float = setting(0.0, "AdamW weight decay", ge=0, le=10)
+    clip_epsilon: float = setting(0.2, "PPO clip range e of the ratio", gt=0, lt=1)
+    kl_beta: float = setting(
+        0.0, "weight of KL(pi || base); 0 skips the reference pass", ge=0, le=1e4
+    )
+    advantage_epsilon: float = setting(
+        1e-4, "eps in A = (r - mean) / (std + eps)", gt=0, le=1
+    )
+    max_grad_norm: float = setting(1.0, "gradient clipping norm", gt=0, le=1e6)
+    minibatch_size: int = setting(8, "episodes per optimizer step", ge=1, le=10**6)
+    micro_batch_size: int = setting(
+        0,
+        "episodes per forward/backward pass, gradients accumulated over the "
+        "minibatch: the same step at lower peak memory (0: the whole minibatch at once)",
+        ge=0,
+        le=10**6,
+    )
+    epochs: int = setting(1, "passes over an iteration's episodes", ge=1, le=10**4)
+    lora_rank: int = setting(
+        16,
+        "LoRA rank r (at most 512, vLLM's largest; vLLM serves r <= 16 by default)",
+        ge=1,
+        le=512,
+    )
+    lora_alpha: float = setting(32.0, "LoRA alpha (scale alpha / r)", gt=0, le=1e6)
+    lora_dropout: float = setting(0.0, "LoRA dropout", ge=0, lt=1)
+    lora_target_modules: tuple[str, ...] = setting(
+        ("q_proj", "k_proj", "v_proj", "o_proj"),
+        "names of the linear layers LoRA adapts",
+        strict=False,  # a list from YAML or JSON is read as the tuple
+    )
+    generation_batch_size: int = setting(
+        16, "prompts per generate call (transformers backend)", ge=1, le=10**6
+    )
+    precision: Precision = setting(
+        "fp32",
+        "bf16: base weights stored in bfloat16, mixed-precision passes (faster on "
+        "GPUs and CPUs with AVX512-BF16)",
+    )
+    gradient_checkpointing: bool = setting(
+        True,
+        "recompute decoder activations in the update's backward pass: about 0.3x its "
+        "peak memory for about 1.3x its time (off: faster on short rows only; see "
+        "docs/train.md and benchmarks/update_memory.py)",
+    )
+    tool_format: ToolFormat = setting(
+        "json",
+        "how tools are listed if the template has no tool role (compact: shorter prompts)",
+    )
+    cold_start: int = setting(
+        0,
+        "gold demonstrations for supervised epochs before GRPO (base models)",
+        ge=0,
+        le=10**6,
+    )
+    cold_start_epochs: int = setting(
+        2, "supervised epochs of the cold start", ge=1, le=10**4
+    )
+    cold_start_learning_rate: float = setting(
+        2e-4, "learning rate of the cold start", gt=0, le=1
+    )
+    sft_coef: float = setting(
+        0.0,
+        "joint SFT + RL: each GRPO step adds this x the supervised loss on gold "
+        "demonstrations (the TRACE authors use 0.1; 0: plain GRPO)",
+        ge=0,
+        le=1e4,
+    )
+    sft_examples: int = setting(
+        8,
+        "gold demonstrations the joint supervised loss cycles through",
+        ge=1,
+        le=10**6,
+    )
+    resample_tries: int = setting(
+        0,
+        "dynamic resampling (DAPO): replay groups whose episodes all earned the same "
+        "reward on fresh seeds, up to this many times per iteration, so the update has "
+        "signal (0: drop them)",
+        ge=0,
+        le=100,
+    )
+    hint_share: float = setting(
+        0.0,
+        "hint injection: this share of each group's episodes sees expert guidance (the "
+        "capability and the gold policy's first step) in its system message, at least "
+        "one per group when > 0; the update trains them on the plain prompt (the TRACE "
+        "authors use 0.25 to 0.5)",
+        ge=0,
+        le=1,
+    )
+    seed: int = setting(
+        0,
+        "seed of the LoRA initialisation, sampling and training seeds",
+        ge=0,
+        le=2**63 - 1,
+    )
+    backend: Backend = setting(
+        "transformers", "rollout sampler: transformers (CPU or GPU) or vllm (GPU)"
+    )
+    report_to: Reporter = setting(
+        "none", "where metrics also go (tensorboard: <out>/runs)"
+    )
 
-    def __post_init__(self) -> None:
-        for setting in fields(self):
-            if setting.name in SETTINGS:
-                check(setting.name, getattr(self, setting.name))
-        if self.max_total_tokens <= self.max_new_tokens:
-            raise TrainerError("--max-total-tokens must exceed --max-new-tokens")
+    @field_validator("lora_target_modules")
+    @classmethod
+    def _modules(cls, modules: tuple[str, ...]) -> tuple[str, ...]:
+        if not modules or not all(modules):
+            raise ValueError("must name at least one module")
+        return modules
+
+    @model_validator(mode="after")
+    def _sampled(self) -> TrainConfig:
         if self.temperature == 0:
-            raise TrainerError(
-                "--temperature 0 (greedy) gives every episode of a group the same "
+            raise ValueError(
+                "temperature 0 (greedy) gives every episode of a group the same "
                 "answer, so GRPO has nothing to compare: train at a temperature > 0 "
                 "(the paper's 1.0); 0 is for `trainer eval`"
             )
-        choices = {
-            "precision": PRECISIONS,
-            "tool_format": TOOL_FORMATS,
-            "backend": BACKENDS,
-            "report_to": REPORTERS,
-        }
-        for name, allowed_values in choices.items():
-            if getattr(self, name) not in allowed_values:
-                raise TrainerError(
-                    f"--{name.replace('_', '-')} must be one of {', '.join(allowed_values)}, "
-                    f"not {getattr(self, name)!r}"
-                )
-        if not isinstance(self.gradient_checkpointing, bool):
-            raise TrainerError(
-                "--gradient-checkpointing must be true or false, "
-                f"not {self.gradient_checkpointing!r}"
-            )
-        if not self.lora_target_modules or not all(
-            isinstance(m, str) and m for m in self.lora_target_modules
-        ):
-            raise TrainerError("--lora-target-modules must name at least one module")
+        return self
 
     def rollout_limits(self) -> RolloutLimits:
         """How long each training episode and environment call may run."""
         return RolloutLimits(
-            self.max_turns,
-            self.max_new_tokens,
-            self.max_total_tokens,
-            self.temperature,
-            self.step_timeout,
+            **{name: getattr(self, name) for name in RolloutLimits.model_fields}
         )
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
     def train_seed(self, iteration: int, group: int) -> int:
         """The environment seed of a group: deterministic, below EVAL_SEED_BASE."""

@@ -14,7 +14,8 @@ import numpy as np
 
 from factory.analyze.statistics import Z95, wilson
 from trainer.envs import EnvHandle
-from trainer.rollout import Ending, Episode, Generator, RolloutLimits, collect
+from trainer.rollout import Ending, Episode, Generator, collect
+from trainer.settings import RolloutLimits
 
 
 def confidence_interval(values: Sequence[float]) -> tuple[float, float, float]:
@@ -159,10 +160,9 @@ def evaluate_model(
     from trainer.generation import TransformersGenerator
     from trainer.models import load_adapter, load_base, mixed_precision
     from trainer.run import check_prompt
-    from trainer.settings import TOOL_FORMATS, check
+    from trainer.settings import TOOL_FORMATS, Evaluation
 
-    check("episodes", episodes)
-    check("concurrent_episodes", concurrent)
+    Evaluation(episodes=episodes, concurrent_episodes=concurrent)
     if adapter is not None and not (adapter.strip() and Path(adapter).is_dir()):
         raise TrainerError(
             f"--adapter: {adapter} is not a folder; give one written by `trainer train`"
@@ -171,7 +171,7 @@ def evaluate_model(
     trained = trained_with(adapter)
     chat_template = chat_template or trained.get("chat_template")
     tool_format = tool_format or trained.get("config", {}).get(
-        "tool_format", TrainConfig.tool_format
+        "tool_format", TrainConfig.model_fields["tool_format"].default
     )
     if tool_format not in TOOL_FORMATS:
         raise TrainerError(

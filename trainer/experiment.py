@@ -25,7 +25,6 @@ SFT"), which asks whether RL adds to what supervised learning reached.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import hashlib
 import itertools
@@ -66,7 +65,7 @@ def sft_control(
         rows = (demos * math.ceil(steps * config.minibatch_size / len(demos)))[
             : steps * config.minibatch_size
         ]
-        control = dataclasses.replace(config, cold_start_epochs=1)
+        control = config.replace(cold_start_epochs=1)
         with mixed_precision(config.precision, run.model):
             cold_start.run(
                 run.model,
@@ -513,7 +512,7 @@ class LearningCurve:
         with mixed_precision(config.precision, run.model):
             try:
                 stopped_by = grpo.train(
-                    dataclasses.replace(config, cold_start=0), run.handle, run.model,
+                    config.replace(cold_start=0), run.handle, run.model,
                     run.tokenizer, run.generator, run.out / "grpo_after_sft",
                     on_iteration=keep,
                 ).stopped_by  # fmt: skip

@@ -1,41 +1,30 @@
-"""Command-line options derived from the settings, and `--config` YAML files checked
-against them: the trainer CLI, `router eval` and the benchmarks share these.
-
-A number's default is TrainConfig's, its range and help `trainer.settings.SETTINGS`'
-(declared once); a --config file's values are converted and checked like the flags.
+"""The trainer's command-line options and `--config` YAML files, both derived from
+and checked against the settings' models (`trainer.settings`, `TrainConfig`): the
+trainer CLI, `router eval` and the benchmarks share them.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 from trainer.config import TrainConfig
 from trainer.errors import TrainerError, first_line
-from trainer.settings import SETTINGS
+from trainer.settings import RolloutLimits
 
-DEFAULTS = TrainConfig()
 # Options of both commands that set how long an episode and its calls may run.
-ROLLOUT_SETTINGS = (
-    "max_new_tokens",
-    "max_turns",
-    "max_total_tokens",
-    "temperature",
-    "step_timeout",
-)
-# `trainer train` options: every other number of TrainConfig (its default there, its
-# range and help in trainer.settings.SETTINGS), in the dataclass's order.
+ROLLOUT_SETTINGS = tuple(RolloutLimits.model_fields)
+# Options every command sets its own way: the tool format (eval: the adapter's own),
+# the LoRA modules (one comma-separated option) and the precision (common to both).
+OWN_OPTIONS = ("tool_format", "lora_target_modules", "precision")
+# `trainer train` options: every other setting of TrainConfig, in its order.
 TRAIN_SETTINGS = tuple(
-    f.name
-    for f in fields(TrainConfig)
-    if f.name in SETTINGS and f.name not in ROLLOUT_SETTINGS
+    name
+    for name in TrainConfig.model_fields
+    if name not in ROLLOUT_SETTINGS and name not in OWN_OPTIONS
 )
-# Evaluation's defaults (`trainer eval`, `router eval`): episodes, and how many run at once.
-EVAL_EPISODES = 50
-CONCURRENT_EPISODES = 64
 # Settings a --config file may give as a list.
 CONFIG_LISTS = {"lora_target_modules", "env"}
 
@@ -43,9 +32,9 @@ CONFIG_LISTS = {"lora_target_modules", "env"}
 def train_config(arguments: argparse.Namespace) -> TrainConfig:
     """The TrainConfig of parsed arguments (defaults where an option was not given)."""
     values = {
-        f.name: getattr(arguments, f.name)
-        for f in fields(TrainConfig)
-        if getattr(arguments, f.name, None) is not None
+        name: getattr(arguments, name)
+        for name in TrainConfig.model_fields
+        if getattr(arguments, name, None) is not None
     }
     modules = values.get("lora_target_modules")
     if isinstance(modules, str):
@@ -60,19 +49,6 @@ def require(arguments: argparse.Namespace, *names: str) -> None:
             raise TrainerError(
                 f"--{name} is required (on the command line or in the --config file)"
             )
-
-
-def add_number_options(parser: argparse.ArgumentParser, names: tuple[str, ...]) -> None:
-    """One option per TrainConfig number: typed and defaulted like the field, with the
-    help its `trainer.settings.SETTINGS` entry gives."""
-    for name in names:
-        default = getattr(DEFAULTS, name)
-        parser.add_argument(
-            "--" + name.replace("_", "-"),
-            type=type(default),
-            default=default,
-            help=SETTINGS[name].help,
-        )
 
 
 MAX_CONFIG_BYTES = 1_000_000
@@ -97,17 +73,13 @@ def _setting(path: str, key: object, value: object, action: argparse.Action) -> 
         if not isinstance(value, str):
             raise TrainerError(f"--config {path}: {key} must be text, not {shown}")
         converted: object = value
-    else:
+    else:  # a number, parsed and range-checked by the option's own type
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
             raise TrainerError(f"--config {path}: {key} must be a number, not {shown}")
-        if action.type is int and isinstance(value, float) and not value.is_integer():
-            raise TrainerError(
-                f"--config {path}: {key} must be a whole number, not {shown}"
-            )
         try:
             converted = action.type(value)
-        except (TypeError, ValueError, OverflowError):
-            raise TrainerError(f"--config {path}: {key} cannot be {shown}") from None
+        except argparse.ArgumentTypeError as exc:
+            raise TrainerError(f"--config {path}: {key}: {exc}") from None
     if action.choices is not None and converted not in action.choices:
         raise TrainerError(
             f"--config {path}: {key} must be one of {', '.join(map(str, action.choices))}"

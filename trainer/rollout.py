@@ -22,7 +22,7 @@ from trainer.chat import ChatFormat
 from trainer.envs import EnvHandle
 from trainer.errors import TrainerError
 from trainer.parsing import to_action
-from trainer.settings import check
+from trainer.settings import RolloutLimits
 
 log = logging.getLogger("trainer.rollout")
 
@@ -113,24 +113,6 @@ class Episode:
 
 
 Group = list[Episode]  # the K episodes of one seed, compared with each other by GRPO
-
-
-@dataclass(frozen=True)
-class RolloutLimits:
-    """How long an episode and each environment call may run."""
-
-    max_turns: int = 10
-    max_new_tokens: int = 256
-    max_total_tokens: int = 4096
-    temperature: float = 1.0
-    step_timeout: float = 60.0
-
-    def __post_init__(self) -> None:
-        for name in ("max_turns", "max_new_tokens", "max_total_tokens", "temperature",
-                     "step_timeout"):  # fmt: skip
-            check(name, getattr(self, name))
-        if self.max_total_tokens <= self.max_new_tokens:
-            raise TrainerError("--max-total-tokens must exceed --max-new-tokens")
 
 
 def _finish(

@@ -22,7 +22,8 @@ from trainer.envs import EnvHandle, resolve_envs
 from trainer.errors import TrainerError
 from trainer.grpo import Outcome
 from trainer.reporting import require
-from trainer.rollout import Generator, RolloutLimits
+from trainer.rollout import Generator
+from trainer.settings import RolloutLimits
 
 # Written into every --out, so --force only ever starts over in a folder this tool wrote.
 MARKER = ".trace-trainer"

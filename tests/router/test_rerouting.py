@@ -9,7 +9,7 @@ from router.routed import Task, first_observation, play_rerouting
 from tests.trainer.test_rollout import ScriptedGenerator
 from trace_pipeline.context import TargetHandle
 from trace_pipeline.targets import phone
-from trainer.rollout import RolloutLimits
+from trainer.settings import RolloutLimits
 
 PERMISSION = {"permission_error_recovery": 1.0}
 
@@ -49,7 +49,7 @@ def test_a_refused_call_routes_again_and_switches_configuration(tiny_tokenizer) 
     task = Task(handle, seed, phone.PERMISSION, first_observation(handle, seed))
     episodes, targets = play_rerouting(
         activated.append, new_generator, router, tiny_tokenizer, [task],
-        [Route("argmax", "base")], "argmax", RolloutLimits(4, 64, 20000, 0.0), "json",
+        [Route("argmax", "base")], "argmax", RolloutLimits(max_turns=4, max_new_tokens=64, max_total_tokens=20000, temperature=0.0), "json",
     )  # fmt: skip
     # every refused call routes again; the adapter's own refused retry keeps the adapter
     assert targets[0][0] == "base" and set(targets[0][1:]) == {

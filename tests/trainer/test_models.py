@@ -205,7 +205,7 @@ def test_gradient_checkpointing_off_keeps_activations_and_the_same_gradients(
     for with_, without in zip(gradients[True], gradients[False], strict=True):
         torch.testing.assert_close(with_, without)
     with pytest.raises(
-        TrainerError, match="gradient-checkpointing must be true or false"
+        TrainerError, match="gradient-checkpointing must be a valid boolean"
     ):
         TrainConfig(gradient_checkpointing="no")
 

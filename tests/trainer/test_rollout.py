@@ -14,7 +14,8 @@ from trainer.config import TrainConfig
 from trainer.envs import resolve_env
 from trainer.errors import TrainerError
 from trainer.generation import VLLMGenerator
-from trainer.rollout import Ending, RolloutLimits, Sample, collect
+from trainer.rollout import Ending, Sample, collect
+from trainer.settings import RolloutLimits
 
 
 class ScriptedGenerator:

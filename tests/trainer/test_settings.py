@@ -6,7 +6,7 @@ import pytest
 
 from trainer.config import TrainConfig
 from trainer.errors import TrainerError
-from trainer.rollout import RolloutLimits
+from trainer.settings import RolloutLimits
 
 
 @pytest.mark.parametrize(
@@ -16,15 +16,15 @@ from trainer.rollout import RolloutLimits
         ({"temperature": 0}, "temperature"),
         ({"backend": "jax"}, "backend"),
         ({"max_total_tokens": 10, "max_new_tokens": 20}, "max-total-tokens"),
-        ({"learning_rate": float("inf")}, "--learning-rate must be a number in"),
+        ({"learning_rate": float("inf")}, "--learning-rate must be a finite number"),
         ({"learning_rate": float("nan")}, "--learning-rate"),
         ({"max_grad_norm": float("nan")}, "--max-grad-norm"),
         ({"kl_beta": float("nan")}, "--kl-beta"),
-        ({"lora_dropout": -0.5}, "--lora-dropout must be a number in \\[0, 1\\)"),
+        ({"lora_dropout": -0.5}, "--lora-dropout must be greater than or equal to 0"),
         ({"lora_dropout": 5.0}, "--lora-dropout"),
         ({"cold_start_learning_rate": float("inf")}, "--cold-start-learning-rate"),
         ({"lora_rank": 1024}, "--lora-rank"),
-        ({"iterations": 2.5}, "--iterations must be an integer"),
+        ({"iterations": 2.5}, "--iterations must be a valid integer, not 2.5"),
         ({"seed": True}, "--seed"),
         ({"step_timeout": 0}, "--step-timeout"),
         ({"report_to": "mlflow"}, "--report-to"),
@@ -52,22 +52,35 @@ def test_bad_rollout_limits_are_refused(change, message) -> None:
 
 def test_temperature_0_is_greedy_for_evaluation_and_refused_for_training() -> None:
     from trainer.config import TrainConfig
-    from trainer.rollout import RolloutLimits
+    from trainer.settings import RolloutLimits
 
     assert RolloutLimits(temperature=0.0).temperature == 0
     with pytest.raises(TrainerError, match="greedy"):
         TrainConfig(temperature=0.0)
 
 
-def test_every_number_of_the_config_has_one_range_and_one_help() -> None:
-    """A setting's default lives on TrainConfig, its range and help in SETTINGS only."""
-    from dataclasses import fields
+def test_every_setting_is_declared_once_with_its_help_and_every_number_its_range() -> (
+    None
+):
+    """A setting's type, default, range and help live on its model only; the CLI's
+    options are derived from every field."""
+    from trainer.options import OWN_OPTIONS, ROLLOUT_SETTINGS, TRAIN_SETTINGS
+    from trainer.settings import Evaluation
 
-    from trainer.options import ROLLOUT_SETTINGS, TRAIN_SETTINGS
-    from trainer.settings import SETTINGS
+    for model in (TrainConfig, RolloutLimits, Evaluation):
+        for name, field in model.model_fields.items():
+            assert field.description, name
+            if field.annotation in (int, float):
+                assert field.metadata, f"{name} has no range"
+    assert set(TrainConfig.model_fields) == {
+        *TRAIN_SETTINGS,
+        *ROLLOUT_SETTINGS,
+        *OWN_OPTIONS,
+    }
 
-    numbers = {f.name for f in fields(TrainConfig) if f.type in ("int", "float")}
-    assert numbers <= set(SETTINGS)
-    assert set(SETTINGS) - numbers == {"episodes", "concurrent_episodes"}  # eval only
-    assert numbers == set(TRAIN_SETTINGS) | set(ROLLOUT_SETTINGS)
-    assert all(s.help and s.allowed and s.low <= s.high for s in SETTINGS.values())
+
+def test_a_replaced_setting_is_validated_like_a_new_one() -> None:
+    config = TrainConfig(groups=3)
+    assert config.replace(groups=5).groups == 5 and config.groups == 3
+    with pytest.raises(TrainerError, match="--groups"):
+        config.replace(groups=0)

@@ -16,7 +16,8 @@ from trainer.envs import resolve_env
 from trainer.errors import TrainerError
 from trainer.generation import TransformersGenerator
 from trainer.models import load_base, with_lora
-from trainer.rollout import RolloutLimits, Sample, collect
+from trainer.rollout import Sample, collect
+from trainer.settings import RolloutLimits
 
 PHONE = str(ROOT / "generated_envs" / "permission_error_recovery")
 NO_TOOL_ROLE = (

@@ -219,7 +219,8 @@ def test_a_hinted_episode_samples_with_the_hint_and_trains_on_the_plain_prompt(
     tiny_model_dir,
 ) -> None:
     from trainer.chat import ChatFormat
-    from trainer.rollout import RolloutLimits, collect, with_hint
+    from trainer.rollout import collect, with_hint
+    from trainer.settings import RolloutLimits
 
     base, tokenizer = load_base(str(tiny_model_dir), chat_template="chatml")
     handle = resolve_env(PACKAGE)

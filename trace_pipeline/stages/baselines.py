@@ -9,7 +9,6 @@ them from the single adapters.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -26,8 +25,7 @@ def mixture_job(context: Context, folder: Path, envs: list[str]) -> None:
     from trainer.run import open_run
 
     single = train_config(context)
-    config = dataclasses.replace(
-        single,
+    config = single.replace(
         iterations=single.iterations * len(envs),
         cold_start=single.cold_start * len(envs),
     )

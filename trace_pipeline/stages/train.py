@@ -23,31 +23,12 @@ def train_config(context: Context) -> Any:
     """The TrainConfig every adapter of this run is trained with."""
     from trainer.config import TrainConfig
 
-    t, r = context.config.train, context.config.rollout
-    return TrainConfig(
-        iterations=t.iterations,
-        groups=t.groups,
-        group_size=t.group_size,
-        learning_rate=t.learning_rate,
-        temperature=t.temperature,
-        cold_start=t.cold_start,
-        cold_start_epochs=t.cold_start_epochs,
-        cold_start_learning_rate=t.cold_start_learning_rate,
-        sft_coef=t.sft_coef,
-        sft_examples=t.sft_examples,
-        resample_tries=t.resample_tries,
-        hint_share=t.hint_share,
-        lora_rank=t.lora_rank,
-        lora_alpha=t.lora_alpha,
-        minibatch_size=min(t.minibatch_size, t.groups * t.group_size),
-        seed=t.seed,
-        backend=t.backend,
-        max_turns=r.max_turns,
-        max_new_tokens=r.max_new_tokens,
-        max_total_tokens=r.max_total_tokens,
-        tool_format=r.tool_format,
-        precision=context.config.precision,
-    )
+    train = context.config.train.model_dump(exclude={"own_env_episodes"})
+    rollout = context.config.rollout.model_dump(exclude={"temperature"})
+    # A minibatch holds at most one iteration's episodes.
+    episodes = train["groups"] * train["group_size"]
+    train["minibatch_size"] = min(train["minibatch_size"], episodes)
+    return TrainConfig(**train, **rollout, precision=context.config.precision)
 
 
 def own_success(
