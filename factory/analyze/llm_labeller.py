@@ -90,6 +90,12 @@ def transcript(
     return text if len(text) <= limit else text[:limit] + "\n[... truncated]"
 
 
+# Tokens an answer may take, sent with each request: a server's own default can be
+# short (`router serve` gives a chat reply 256 tokens, too few for a label and a
+# reason per capability, which a small model then cuts off as invalid JSON).
+ANSWER_TOKENS = 2048
+
+
 class LLMLabeller:
     """Discovery and labelling runs against one model of an OpenAI-compatible endpoint."""
 
@@ -132,6 +138,7 @@ class LLMLabeller:
                 model=self.model,
                 messages=messages,
                 temperature=self.temperature,
+                max_tokens=ANSWER_TOKENS,
             )
             text = reply.content or ""
             try:

@@ -135,11 +135,22 @@ def prompt(spec: CapabilitySpec, kit: Toolkit) -> list[dict[str, str]]:
     return [{"role": "system", "content": system}, {"role": "user", "content": request}]
 
 
+# Tokens an answer may take, sent with each request: a server's own default can be
+# short (`router serve` gives a chat reply 256 tokens, a fraction of a task module).
+ANSWER_TOKENS = 8192
+
+
 def _ask(
     client: Any, model: str, messages: list[dict[str, str]], temperature: float
 ) -> str:
     """The model's answer text (an `EndpointTimeout` is an attempt's problem)."""
-    message = chat(client, model=model, messages=messages, temperature=temperature)
+    message = chat(
+        client,
+        model=model,
+        messages=messages,
+        temperature=temperature,
+        max_tokens=ANSWER_TOKENS,
+    )
     return message.content or ""
 
 

@@ -105,6 +105,8 @@ def test_llm_discovery_labelling_selection_and_cache(
     # One malformed discovery answer was retried; then 1 discovery + 3 runs x 30 labels.
     assert len(endpoint.requests) == 2 + 3 * 30
     assert "not valid" in endpoint.requests[1]["messages"][-1]["content"]
+    # Every request says how long an answer may be (a server's default may be short).
+    assert {r["max_tokens"] for r in endpoint.requests} == {2048}
     # A rerun is served from the cache: no new request.
     assert main([*command, "--force"]) == 0
     assert len(endpoint.requests) == 2 + 3 * 30

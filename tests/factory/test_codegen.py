@@ -82,6 +82,7 @@ def test_a_model_written_module_lands_as_a_validated_package(
     assert main(["validate", str(package), "--seeds", "5"]) == 0
     assert f"An agent that lacks it {LACKING}" in (package / "README.md").read_text()
     system, request = (m["content"] for m in requests[0]["messages"])
+    assert requests[0]["max_tokens"] == 8192  # a server's default may cut the module
     assert "build_task(rng: random.Random" in system and "Answer format" in system
     assert '"name": "add_reminder"' in request and "run-17" in request
     assert "date_time_recovery/phone.py" in request
