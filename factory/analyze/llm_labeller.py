@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, field_validator
 from tqdm import tqdm
 
 from factory.analyze.specs import snake_name
@@ -67,6 +67,17 @@ class _LabelAnswer(BaseModel):
 
 class _LabellingAnswer(BaseModel):
     labels: dict[str, _LabelAnswer]
+
+    @field_validator("labels", mode="before")
+    @classmethod
+    def _bare(cls, labels: Any) -> Any:
+        """A label without its reason (`"name": "NA"`), as small models write it
+        (Qwen2.5-Coder-0.5B does on every run), is the label with no reason."""
+        if isinstance(labels, dict):
+            return {
+                k: {"label": v} if isinstance(v, str) else v for k, v in labels.items()
+            }
+        return labels
 
 
 def transcript(

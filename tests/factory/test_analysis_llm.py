@@ -53,7 +53,8 @@ def _answer(state: dict[str, int]):
                         "label": "LACKING" if lacking else "PRESENT",
                         "reason": "scripted",
                     },
-                    "politeness": {"label": "LACKING", "reason": "never greets"},
+                    # a bare label, without its reason, as small models write it
+                    "politeness": "LACKING",
                 }
             }
         )
