@@ -30,6 +30,7 @@ from factory.analyze.truth import load_truth, score
 from factory.errors import FactoryError
 from factory.outputs import write_json
 from factory.trajectory.evidence import NA
+from factory.trajectory.labels import Label
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "tau2_runs"
 
@@ -87,7 +88,11 @@ def main() -> None:
     summary = {
         "domain": args.domain,
         "model": args.model,
-        "runs": {"failed": half, "passed": len(chosen) - half, "seed": args.seed},
+        "runs": {
+            "failed": sum(not t.success for t in chosen),
+            "passed": sum(t.success for t in chosen),
+            "seed": args.seed,
+        },
         "seconds_per_run": sum(seconds) / len(seconds),
         "seconds_per_100_runs": 100 * sum(seconds) / len(seconds),
         "invalid_answers": invalid,
@@ -99,7 +104,7 @@ def main() -> None:
                 "success": t.success,
                 "truth": sorted(truth[t.run_id]),
                 "lacking": sorted(
-                    n for n, j in row.items() if j.label.value == "LACKING"
+                    n for n, j in row.items() if j.label is Label.LACKING
                 ),
             }
             for t, row in zip(chosen, labels, strict=True)
