@@ -9,6 +9,10 @@ transcript) and report.md to --out.
     python benchmarks/phone_adapter.py --model models/qwen2.5-coder-1.5b-instruct.gguf \\
         --adapter adapters/permission_error_recovery \\
         --need permission_error_recovery=12 --need base=6 --out results/phone_adapter
+
+`--first 20` plays the first 20 held-out tasks instead: the held-out split of a
+`trace run` with `heldout_episodes: 20`, so the adapter is paired with that run's
+conditions on the same tasks.
 """
 
 from __future__ import annotations
@@ -52,6 +56,14 @@ def chosen_seeds(counts: dict[str, int], difficulty: dict[str, int]) -> dict[int
     return seeds
 
 
+def first_seeds(count: int, difficulty: dict[str, int]) -> dict[int, str]:
+    """The first `count` evaluation seeds, whatever they need: `trace run`'s held-out split."""
+    return {
+        seed: "+".join(phone.needs(seed, difficulty)) or BASE
+        for seed in range(EVAL_SEED_BASE, EVAL_SEED_BASE + count)
+    }
+
+
 def play(model: Any, tokenizer: Any, seeds: list[int], settings: argparse.Namespace,
          difficulty: dict[str, int]) -> list[dict[str, Any]]:  # fmt: skip
     """One greedy episode per seed: outcome, turns and transcript."""
@@ -80,9 +92,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True)
     parser.add_argument("--adapter", required=True)
-    parser.add_argument("--need", action="append", required=True,
+    chosen = parser.add_mutually_exclusive_group(required=True)
+    chosen.add_argument("--need", action="append",
                         help="NAME=COUNT: COUNT held-out tasks that truly need NAME "
                         "(base: nothing special)")  # fmt: skip
+    chosen.add_argument("--first", type=int,
+                        help="the first N held-out tasks, whatever they need: the "
+                        "held-out split of a `trace run` with heldout_episodes N")  # fmt: skip
     parser.add_argument("--difficulty", default='{"give_numbers": 1, "say_done": 1}')
     parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
     parser.add_argument("--max-turns", type=int, default=8)
@@ -90,9 +106,13 @@ def main() -> None:
     parser.add_argument("--max-total-tokens", type=int, default=6144)
     parser.add_argument("--out", type=Path, required=True)
     settings = parser.parse_args()
-    counts = {k: int(v) for k, v in (n.split("=", 1) for n in settings.need)}
     difficulty = json.loads(settings.difficulty)
-    needs = chosen_seeds(counts, difficulty)
+    if settings.first:
+        needs = first_seeds(settings.first, difficulty)
+        counts = dict.fromkeys(sorted(set(needs.values())), 0)
+    else:
+        counts = {k: int(v) for k, v in (n.split("=", 1) for n in settings.need)}
+        needs = chosen_seeds(counts, difficulty)
     seeds = sorted(needs)
     model, tokenizer = load_base(settings.model, precision=settings.precision)
     conditions: dict[str, list[dict[str, Any]]] = {}

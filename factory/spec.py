@@ -125,6 +125,13 @@ class Generation(_Model):
         max_length=256,
         description="the kit's tools the package exposes (default: all of them)",
     )
+    policy: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=100_000,
+        description="the policy text the package's system prompt shows (default: the "
+        "kit's): a target's own, so an adapter trains on the prompt it is used with",
+    )
 
 
 class CapabilitySpec(_Model):
@@ -162,9 +169,10 @@ class CapabilitySpec(_Model):
 
     def to_json(self) -> str:
         """Canonical JSON text (2-space indent, trailing newline); `generation.tools`
-        only when set (a spec without it means every tool of the kit)."""
-        unset = {"generation": {"tools"}} if self.generation.tools is None else None
-        return self.model_dump_json(indent=2, exclude_none=False, exclude=unset) + "\n"
+        and `generation.policy` only when set (without them: the kit's own)."""
+        unset = {n for n in ("tools", "policy") if getattr(self.generation, n) is None}
+        dumped = self.model_dump_json(indent=2, exclude={"generation": unset})
+        return dumped + "\n"
 
 
 def _describe(error: dict[str, Any]) -> str:

@@ -191,10 +191,11 @@ class Generate(Section):
     validation_seeds: int = Field(
         10, ge=1, le=1000, description="seeds of each package's property suite"
     )
-    target_tools: bool = Field(
+    target_prompt: bool = Field(
         True,
-        description="packages expose only the kit's tools the target exposes (the "
-        "prompt the agent sees there); false: every tool of the kit",
+        description="packages show the target's prompt: only the kit's tools the "
+        "target exposes, and the target's policy text where the target is built on a "
+        "kit; false: the kit's tools and policy",
     )
 
 

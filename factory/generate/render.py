@@ -65,11 +65,10 @@ def resolve_difficulty(spec: CapabilitySpec, knobs: tuple[Knob, ...]) -> dict[st
 
 
 def exposed(spec: CapabilitySpec, kit: Toolkit) -> Toolkit:
-    """The kit as the package exposes it (`generation.tools`); unknown tools fail."""
-    if spec.generation.tools is None:
-        return kit
+    """The kit as the package shows it (`generation.tools`, `generation.policy`);
+    unknown tools fail."""
     try:
-        return kit.subset(spec.generation.tools)
+        return kit.shown(spec.generation.tools, spec.generation.policy)
     except ValueError as exc:
         raise FactoryError(f"generation.tools: {exc}") from None
 

@@ -37,6 +37,8 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
             "generation.tools: kit 'phone' has no tool teleport",
         ),
         ({"generation": {"tools": []}}, "generation.tools"),
+        ({"generation": {"policy": ""}}, "generation.policy"),
+        ({"generation": {"policy": 7}}, "generation.policy"),
         (
             {"description": "x" * 1_100_000},
             "over the 1,000,000 a package reads; shorten 'description'",
@@ -157,14 +159,18 @@ def test_console_script_entry_point_runs():
     assert result.returncode == 0 and "structured_data_reasoning" in result.stdout
 
 
-def test_a_tool_subset_is_all_the_package_shows_and_its_gold_still_passes(
+def test_a_tool_subset_and_a_policy_are_all_the_package_shows_and_its_gold_passes(
     capsys, tmp_path, example_spec, write_spec
 ):
     from trace_pipeline.targets.phone import FOCUSED
 
+    policy = (
+        "- Answer in one sentence.\n- Never call a tool twice with the same arguments."
+    )
     example_spec["generation"] = {
         **example_spec.get("generation", {}),
         "tools": list(FOCUSED),
+        "policy": policy,
     }
     output = tmp_path / "out"
     code, out, _ = run(
@@ -178,15 +184,20 @@ def test_a_tool_subset_is_all_the_package_shows_and_its_gold_still_passes(
     script = (
         "import json, sys\nfrom trainer.envs import resolve_env\n"
         "resolve_env(sys.argv[1]).make()\n"
-        "info = resolve_env(sys.argv[2]).make().reset(seed=0)[1]\n"
-        "print(json.dumps([t['function']['name'] for t in info['tools']]))\n"
+        "env = resolve_env(sys.argv[2]).make()\n"
+        "info = env.reset(seed=0)[1]\n"
+        "print(json.dumps([[t['function']['name'] for t in info['tools']],"
+        " env.unwrapped.system_prompt]))\n"
     )
     installed = str(ROOT / "generated_envs" / example_spec["name"])
-    shown = subprocess.run(
-        [sys.executable, "-c", script, installed, str(package)],
-        capture_output=True, text=True, check=True, cwd=ROOT,
-    ).stdout  # fmt: skip
-    assert sorted(json.loads(shown)) == sorted(FOCUSED)
+    shown, prompt = json.loads(
+        subprocess.run(
+            [sys.executable, "-c", script, installed, str(package)],
+            capture_output=True, text=True, check=True, cwd=ROOT,
+        ).stdout
+    )  # fmt: skip
+    assert sorted(shown) == sorted(FOCUSED)
+    assert prompt.endswith(f"# Policy\n\n{policy}"), prompt
     readme = (package / "README.md").read_text()
     assert (
         "- `send_message_with_phone_number(" in readme

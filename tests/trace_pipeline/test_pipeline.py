@@ -73,6 +73,19 @@ def test_every_stage_writes_its_folder_and_manifest(finished: Path) -> None:
     assert not list(finished.glob(".*staging*"))
 
 
+def test_packages_show_the_targets_tools_and_policy(finished: Path) -> None:
+    from trace_pipeline.targets import phone
+
+    target = phone.PhoneTargetEnv()
+    tools = [t["function"]["name"] for t in target.reset(seed=0)[1]["tools"]]
+    specs = sorted((finished / "generate" / "specs").glob("*.json"))
+    assert specs
+    for spec in specs:
+        generation = json.loads(spec.read_text())["generation"]
+        assert generation["tools"] == tools, spec.name
+        assert generation["policy"] == target.toolkit.policy, spec.name
+
+
 def test_a_rerun_skips_every_stage_and_from_redoes_the_rest(finished: Path) -> None:
     again = _trace("run", str(TINY), "--out", str(finished))
     assert again.returncode == 0, again.stderr[-2000:]

@@ -2,15 +2,16 @@
 
 `factory generate` builds each package (template backend for a built-in
 archetype on the target's kit, the LLM backend when an endpoint is configured)
-and runs its property suite in the sandbox (each package exposes the kit's
-tools the target shows the agent, so it trains on the prompt it will be used
-with); a capability no backend can build
-is reported with the reason, and the run goes on with the others.
+and runs its property suite in the sandbox (each package shows the target's
+prompt: the kit's tools the target shows the agent, and the target's policy,
+so an adapter trains on the prompt it will be used with); a capability no
+backend can build is reported with the reason, and the run goes on with the others.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,32 +19,53 @@ from factory.outputs import write_json
 from trace_pipeline.context import Context
 
 
-def target_tools(context: Context) -> list[str] | None:
-    """The tools the target shows the agent, when packages should show the same."""
-    if not (context.config.generate.target_tools and context.config.target.playable):
+@dataclass(frozen=True)
+class Prompt:
+    """What the target shows the agent: its tools' names and its policy text."""
+
+    tools: list[str]
+    policy: str | None  # None: a target whose policy is not a kit's (tau2, gym)
+
+
+def target_prompt(context: Context) -> Prompt | None:
+    """The target's prompt, when packages should show the same."""
+    if not (context.config.generate.target_prompt and context.config.target.playable):
         return None
     env = context.target().make()
     try:
         tools = env.reset(seed=0)[1].get("tools") or []
+        toolkit = getattr(env.unwrapped, "toolkit", None)
     finally:
         env.close()
-    return [
-        t["function"]["name"] for t in tools if isinstance(t, dict) and "function" in t
-    ]
+    return Prompt(
+        tools=[
+            t["function"]["name"]
+            for t in tools
+            if isinstance(t, dict) and "function" in t
+        ],
+        policy=toolkit.policy
+        if isinstance(getattr(toolkit, "policy", None), str)
+        else None,
+    )
 
 
-def narrowed(spec: Path, tools: list[str] | None, folder: Path) -> Path:
-    """`spec` with `generation.tools` set to the target's tools of its kit (a copy)."""
-    if not tools:
+def narrowed(spec: Path, prompt: Prompt | None, folder: Path) -> Path:
+    """`spec` showing the target's prompt (a copy): `generation.tools`, the target's
+    tools of its kit, and `generation.policy`, the target's policy."""
+    if prompt is None or not prompt.tools:
         return spec
     from factory.kits import kits
 
     data = json.loads(spec.read_text(encoding="utf-8"))
     kit = kits().get(str(data.get("target")))
-    shared = [name for name in tools if kit is not None and name in kit.tool_names]
-    if not shared:  # another kit than the target's: it keeps all its tools
+    shared = [
+        name for name in prompt.tools if kit is not None and name in kit.tool_names
+    ]
+    if not shared:  # another kit than the target's: it keeps all its tools and policy
         return spec
     data.setdefault("generation", {})["tools"] = shared
+    if prompt.policy:
+        data["generation"]["policy"] = prompt.policy
     folder.mkdir(parents=True, exist_ok=True)
     write_json(folder / spec.name, data)
     return folder / spec.name
@@ -55,14 +77,14 @@ def run(context: Context, out: Path) -> dict[str, Any]:
 
     analysis = context.folder.manifest("analyze") or {}
     specs = analysis.get("result", {}).get("specs", {})
-    tools = target_tools(context)
+    prompt = target_prompt(context)
     built, skipped = {}, {}
     for name in analysis.get("result", {}).get("retained", []):
         if len(built) == context.config.generate.max_packages:
             skipped[name] = f"generate.max_packages ({len(built)}) already built"
             continue
         spec = narrowed(
-            context.folder.stage("analyze") / specs[name], tools, out / "specs"
+            context.folder.stage("analyze") / specs[name], prompt, out / "specs"
         )
         try:
             package, report = generate(

@@ -83,6 +83,13 @@ class Toolkit:
             reads=self.reads & wanted,
         )
 
+    def shown(self, tools: Iterable[str] | None, policy: str | None) -> Toolkit:
+        """The kit as a package shows it (`generation.tools`, `generation.policy`):
+        only `tools` when given, and `policy` in place of the kit's own when given;
+        a target's prompt, so an adapter trains on the prompt it is used with."""
+        kit = self.subset(tools) if tools else self
+        return replace(kit, policy=policy) if policy else kit
+
     def function(self, name: str) -> dict[str, Any] | None:
         """The `function` part of a tool's schema, or None for an unknown tool."""
         for schema in self.schemas:

@@ -1,7 +1,8 @@
 """A task family: a task module bound to the capability spec it was generated for.
 
 The package's `capability.json` gives the capability's name, the episode
-length, the reward mode and the difficulty knobs' values; the task module
+length, the reward mode, the difficulty knobs' values and what the package
+shows of its kit (tools, policy); the task module
 (`task.py`) gives the toolkit, the knobs' ranges and `build_task`.
 """
 
@@ -45,6 +46,8 @@ def read_capability(path: Path) -> dict[str, Any]:
     generation = _field(data, "generation", dict, str(path))
     _field(generation, "max_turns", int, f"{path} generation")
     _field(generation, "difficulty", dict, f"{path} generation")
+    if generation.get("policy") is not None:
+        _field(generation, "policy", str, f"{path} generation")
     if generation.get("reward_mode") not in REWARD_MODES:
         raise ValueError(
             f"{path}: generation.reward_mode must be one of {REWARD_MODES}"
@@ -91,13 +94,15 @@ class TaskFamily:
         )
         generation = spec["generation"]
         knobs = tuple(module.KNOBS)
-        tools = generation.get("tools")  # a subset leaves every seed's task as it is
         return cls(
             name=spec["name"],
             title=str(spec.get("title", spec["name"])),
             description=str(spec.get("description", "")),
             seed_prefix=f"{spec.get('archetype') or spec['name']}/{module.TOOLKIT.id}",
-            toolkit=module.TOOLKIT.subset(tools) if tools else module.TOOLKIT,
+            # what the package shows leaves every seed's task as it is
+            toolkit=module.TOOLKIT.shown(
+                generation.get("tools"), generation.get("policy")
+            ),
             knobs=knobs,
             build_task=module.build_task,
             difficulty=resolve_knobs(
