@@ -246,16 +246,21 @@ def add_rerouting(
     outcomes: Sequence[tuple[bool, float]],
     chains: Sequence[Sequence[str]],
     mode: str,
+    from_base: bool = False,
 ) -> str:
     """Add the condition "re-routed on errors" to a report of `assemble`.
 
-    Each task started on its first-turn `mode` route and was
-    routed again whenever a tool call was refused (`play_rerouting`, which gives
-    each task's (success, reward) and its chain of route targets); it is compared,
-    paired, with first-turn routing, the base model and the best single adapter.
-    Returns the condition's name.
+    Each task started on its first-turn `mode` route (`from_base`: on the base
+    model) and was routed again with `mode` whenever a tool call was refused
+    (`play_rerouting`, which gives each task's (success, reward) and its chain of
+    route targets); it is compared, paired, with first-turn routing, the base
+    model and the best single adapter. Returns the condition's name.
     """
-    name = f"routed: {mode}, re-routed on errors"
+    name = (
+        f"base model, routed ({mode}) on errors"
+        if from_base
+        else f"routed: {mode}, re-routed on errors"
+    )
     rows = report["per_task"]
     for row, (success, _), chain in zip(rows, outcomes, chains, strict=True):
         row["success"][name] = bool(success)
@@ -267,6 +272,7 @@ def add_rerouting(
     final = [chain[-1] for chain in chains]
     report["rerouting"] = {
         "mode": mode,
+        "first": "base" if from_base else mode,
         "tasks_rerouted": sum(len(chain) > 1 for chain in chains),
         "final_route_accuracy": rate(
             [t.truth == f for t, f in zip(tasks, final, strict=True)]

@@ -252,6 +252,12 @@ class Route(RoutingSettings):
         le=100_000,
         description="examples per label to fit the probe (0: no probe)",
     )
+    reroute_from: Literal["argmax", "base"] = Field(
+        "argmax",
+        description="where the re-routing condition starts before its first refused "
+        "tool call: the first-turn argmax route, or the base model (a need the request "
+        "cannot show, such as a setting that is off, shows first in an error)",
+    )
 
 
 class Ray(Section):

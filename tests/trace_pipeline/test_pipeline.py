@@ -317,6 +317,31 @@ def test_a_routing_change_replays_only_what_routing_decides(
     assert played["re-routed on errors"] not in again.stderr
 
 
+def test_re_routing_can_start_from_the_base_model(
+    finished: Path, tmp_path: Path
+) -> None:
+    """`route.reroute_from: base` holds the base model until a tool call is refused:
+    every chain starts on base, the condition is named for it, and only re-routing
+    (and the route stage it belongs to) is played again."""
+    played = json.loads((finished / "evaluate" / "report.json").read_text())[
+        "transcripts"
+    ]
+    out, _, again = _rerun_changed(
+        finished,
+        tmp_path,
+        "calibration: batch",
+        "calibration: batch\n  reroute_from: base",
+    )
+    assert again.returncode == 0, again.stderr[-2000:]
+    report = json.loads((out / "evaluate" / "report.json").read_text())
+    name = "base model, routed (argmax) on errors"
+    assert name in report["success"] and report["rerouting"]["first"] == "base"
+    assert all(row["reroutes"][0] == "base" for row in report["per_task"])
+    assert f"| {name} |" in (out / "report" / "report.md").read_text()
+    assert "from the base model" in (out / "report" / "report.md").read_text()
+    assert f"reusing the finished job {played['base']}" in again.stderr
+
+
 def test_evaluate_keeps_each_condition_as_records_for_another_analysis(
     finished: Path, tmp_path: Path
 ) -> None:

@@ -4,7 +4,8 @@ Conditions (Table 3 of the paper): the base model, each single adapter, the
 uniform and TIES merges, one adapter trained on the mixture of the
 environments, routed argmax / top-p / probe, and the oracle (each task's true
 need); and a mode the paper has not: argmax routing taken again whenever a
-tool call is refused (the error shows a need the request could not). Every
+tool call is refused (the error shows a need the request could not), from the
+first-turn route or, with `route.reroute_from: base`, from the base model. Every
 condition plays the same held-out tasks greedily, so each pair of conditions is
 compared with the exact McNemar test on the same seeds.
 
@@ -200,6 +201,7 @@ def run(context: Context, out: Path) -> dict[str, Any]:
         prompt_labels,
     )
     from router.plots import plot_confusion, plot_success
+    from router.prompt import BASE
     from trainer.models import mixed_precision
 
     if not context.config.target.playable:
@@ -225,8 +227,11 @@ def run(context: Context, out: Path) -> dict[str, Any]:
         jobs.append(
             Job("evaluate", arguments | inputs, f"{__name__}:play_job", arguments)
         )
+    from_base = context.config.route.reroute_from == "base"
     first = [
-        {"mode": r.mode, "target": r.target, "adapters": r.weights}
+        {"mode": "base", "target": BASE, "adapters": {}}
+        if from_base
+        else {"mode": r.mode, "target": r.target, "adapters": r.weights}
         for r in plan.routes[REROUTE_MODE]
     ]
     rerouting = {"seeds": seeds, "first": first}
@@ -259,12 +264,13 @@ def run(context: Context, out: Path) -> dict[str, Any]:
     }
     report = assemble(plan, outcomes, prompt_labels(router))
     rows = {r["seed"]: r for r in _played(rerouted)}
-    add_rerouting(
+    rerouted_name = add_rerouting(
         report,
         chosen,
         [(rows[s]["success"], rows[s]["reward"]) for s in seeds],
         [rows[s]["routes"] for s in seeds],
         REROUTE_MODE,
+        from_base,
     )
     for mode in report["routing"]:
         routed = f"routed: {mode}"
@@ -278,9 +284,7 @@ def run(context: Context, out: Path) -> dict[str, Any]:
         name: [episodes[key][seeds[i]] for i, key in enumerate(used)]
         for name, used in plan.conditions.items()
     }
-    per_condition[f"routed: {REROUTE_MODE}, re-routed on errors"] = [
-        rows[s] for s in seeds
-    ]
+    per_condition[rerouted_name] = [rows[s] for s in seeds]
     report["trajectories"] = trajectory_records(context, per_condition, out)
     write_json(out / "report.json", report)
     (out / "report.md").write_text(markdown(report), encoding="utf-8")

@@ -214,7 +214,9 @@ def by_need(report: dict[str, Any]) -> Section:
     if "rerouting" in report:
         r = report["rerouting"]
         text.append(
-            f"Re-routing ({r['mode']}): {r['tasks_rerouted']} of {len(rows)} tasks were "
+            f"Re-routing ({r['mode']}, from the "
+            f"{'base model' if r.get('first') == 'base' else 'first-turn route'}): "
+            f"{r['tasks_rerouted']} of {len(rows)} tasks were "
             f"routed again after a refused tool call; final route accuracy "
             f"{interval(r['final_route_accuracy'])}."
         )
