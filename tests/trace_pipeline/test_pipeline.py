@@ -342,6 +342,20 @@ def test_re_routing_can_start_from_the_base_model(
     assert f"reusing the finished job {played['base']}" in again.stderr
 
 
+def test_a_retrain_replays_every_configuration_but_the_base_models(
+    finished: Path, tmp_path: Path
+) -> None:
+    played = json.loads((finished / "evaluate" / "report.json").read_text())[
+        "transcripts"
+    ]
+    _, _, again = _rerun_changed(finished, tmp_path, "cold_start: 2", "cold_start: 3")
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert again.stderr.count("done, skipped") == NAMES.index("train")
+    assert f"reusing the finished job {played['base']}" in again.stderr
+    for key in ("ties", "date_time_recovery", "permission_error_recovery"):
+        assert played[key] not in again.stderr, key
+
+
 def test_evaluate_keeps_each_condition_as_records_for_another_analysis(
     finished: Path, tmp_path: Path
 ) -> None:

@@ -13,7 +13,8 @@ Each model configuration a condition needs (the base model, an adapter, a
 merge, a top-p mix) plays its tasks in one job, and re-routing is one more
 job; a routed condition's outcome on a task is its configuration's outcome
 there. A configuration's job depends on the adapters and the tasks, not on
-the router, so a routing change replays only the mixes and re-routing.
+the router, so a routing change replays only the mixes and re-routing, and the
+base model's job on neither, so a retrain replays every configuration but it.
 Each job keeps its transcripts (`episodes.json`).
 """
 
@@ -224,8 +225,10 @@ def run(context: Context, out: Path) -> dict[str, Any]:
     jobs = []
     for weights, indices in plan.configurations.values():
         arguments = {"weights": weights, "seeds": [seeds[i] for i in indices]}
+        # the base model's episodes do not depend on the adapters: a retrain reuses them
+        depends = inputs if weights else {"config": inputs["config"]}
         jobs.append(
-            Job("evaluate", arguments | inputs, f"{__name__}:play_job", arguments)
+            Job("evaluate", arguments | depends, f"{__name__}:play_job", arguments)
         )
     from_base = context.config.route.reroute_from == "base"
     first = [
