@@ -86,6 +86,26 @@ def test_packages_show_the_targets_tools_and_policy(finished: Path) -> None:
         assert generation["policy"] == target.toolkit.policy, spec.name
 
 
+def test_a_policy_is_shown_only_by_packages_of_the_targets_kit(tmp_path: Path) -> None:
+    from trace_pipeline.stages.generate import Prompt, narrowed
+
+    spec = ROOT / "examples" / "capabilities" / "permission_error_recovery.json"
+    own = narrowed(
+        spec, Prompt(["search_contacts", "add_reminder"], "Be brief."), tmp_path / "a"
+    )
+    generation = json.loads(own.read_text())["generation"]
+    assert generation["tools"] == ["search_contacts", "add_reminder"]
+    assert generation["policy"] == "Be brief."
+    # a target on another kit that shares a tool name: the tools narrow, its policy stays out
+    other = narrowed(
+        spec,
+        Prompt(["search_contacts", "book_flight"], "Airline rules."),
+        tmp_path / "b",
+    )
+    generation = json.loads(other.read_text())["generation"]
+    assert generation["tools"] == ["search_contacts"] and "policy" not in generation
+
+
 def test_a_rerun_skips_every_stage_and_from_redoes_the_rest(finished: Path) -> None:
     again = _trace("run", str(TINY), "--out", str(finished))
     assert again.returncode == 0, again.stderr[-2000:]

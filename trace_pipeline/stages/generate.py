@@ -51,7 +51,8 @@ def target_prompt(context: Context) -> Prompt | None:
 
 def narrowed(spec: Path, prompt: Prompt | None, folder: Path) -> Path:
     """`spec` showing the target's prompt (a copy): `generation.tools`, the target's
-    tools of its kit, and `generation.policy`, the target's policy."""
+    tools of its kit, and `generation.policy`, the target's policy when every tool
+    the target shows is the kit's (a policy written for another kit stays out)."""
     if prompt is None or not prompt.tools:
         return spec
     from factory.kits import kits
@@ -64,7 +65,7 @@ def narrowed(spec: Path, prompt: Prompt | None, folder: Path) -> Path:
     if not shared:  # another kit than the target's: it keeps all its tools and policy
         return spec
     data.setdefault("generation", {})["tools"] = shared
-    if prompt.policy:
+    if prompt.policy and len(shared) == len(prompt.tools):  # a policy of this kit
         data["generation"]["policy"] = prompt.policy
     folder.mkdir(parents=True, exist_ok=True)
     write_json(folder / spec.name, data)
