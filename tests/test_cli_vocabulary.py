@@ -90,8 +90,11 @@ def test_trace_run_sections_are_the_commands_own_settings() -> None:
 
     assert issubclass(Analyze, AnalysisSettings) and issubclass(Route, RoutingSettings)
     assert set(Analyze.model_fields) == set(AnalysisSettings.model_fields)
+    # the pipeline's own: how many probe examples to fit, and where its re-routing
+    # condition starts (no `router` command plays that condition)
     assert set(Route.model_fields) - set(RoutingSettings.model_fields) == {
-        "probe_examples"
+        "probe_examples",
+        "reroute_from",
     }
     for section, model in ((Analyze, AnalysisSettings), (Route, RoutingSettings)):
         for name, field in model.model_fields.items():
