@@ -175,7 +175,8 @@ def test_a_local_model_plays_at_the_difficulty_asked_for(
     result = calibrate.local_player()(
         str(PACKAGE), str(tiny_model_dir), [0], 2, max_tokens=4, difficulty=setting
     )
-    assert made[0] == setting and result.samples == 2
+    assert {knob: made[0][knob] for knob in setting} == setting
+    assert result.samples == 2
 
 
 def test_without_the_trainer_a_local_model_is_one_clear_error(
@@ -227,6 +228,7 @@ def test_tune_writes_the_spec(
     assert written == {
         "horizon_days": 10,
         "expression_kinds": 3,
+        "share_messages": 50,
     }  # the default was best
     assert "factory generate" in capsys.readouterr().out
     other = tmp_path / "other.json"

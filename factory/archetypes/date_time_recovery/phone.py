@@ -2,11 +2,14 @@
 
 The user asks for a reminder at a relative date and time and to be told the
 date it was set for, or (the holiday family, the paper's own example) how many
-days are left until a holiday.
+days are left until a holiday, or to text a contact a message that holds a
+relative date written out. Messages keep the capability from being learnt as
+"every request is a reminder": the same resolution serves both requests.
 
 An agent without the capability computes the relative date in its head and
-gets it wrong (weekday numbering, time of day, or the day rollover), or takes
-the current year from its training data instead of the device clock.
+gets it wrong (weekday numbering, time of day, the day rollover, or counting
+today as the first day), or takes the current year from its training data
+instead of the device clock.
 """
 
 from __future__ import annotations
@@ -24,7 +27,13 @@ from factory.runtime import (
 )
 from factory.runtime.kits import phone
 from factory.runtime.kits.phone.utilities import find_holiday
-from factory.runtime.kits.phone.world import WEEKDAYS, moment, new_phone, spoken
+from factory.runtime.kits.phone.world import (
+    WEEKDAYS,
+    moment,
+    new_phone,
+    other_contacts,
+    spoken,
+)
 
 TOOLKIT = phone.TOOLKIT
 KNOBS = (
@@ -35,6 +44,13 @@ KNOBS = (
         1,
         4,
         "kinds of relative expression drawn (4 adds days until a holiday)",
+    ),
+    Knob(
+        "share_messages",
+        50,
+        0,
+        100,
+        "percent of tasks that text a contact a relative date instead of a reminder",
     ),
 )
 
@@ -50,6 +66,14 @@ TOPICS = (
     "join the team call",
 )
 KINDS = ("in_days", "weekday", "hours", "holiday")
+# Messages that carry a date; DATE is what the agent resolves and writes in.
+NOTES = (
+    "Dinner at our place on DATE, 7pm",
+    "The plumber is coming on DATE",
+    "Your parcel should arrive on DATE",
+    "The team offsite is on DATE",
+    "I am back from the trip on DATE",
+)
 # Holidays as users name them; each matches one name `search_holiday` knows.
 HOLIDAYS = (
     "Christmas",
@@ -188,10 +212,66 @@ def _holiday_task(rng: random.Random, state: dict, task_id: str) -> Task:
     )
 
 
+def _message_task(
+    rng: random.Random, state: dict, task_id: str, expression_kinds: int
+) -> Task:
+    """A message to a contact holding a relative date, written as YYYY-MM-DD."""
+    now = moment(state["clock"]["current_timestamp"])
+    stamp = now.timestamp()
+    contact = rng.choice(other_contacts(state))
+    if rng.randrange(min(expression_kinds, 2)) == 0:
+        days = rng.randint(2, 12)
+        phrase = f"{days} days from today"
+        wrong_days = days - 1  # counts today as the first day
+    else:
+        weekday = rng.choice([d for d in range(7) if d != now.weekday()])
+        days = (weekday - now.weekday()) % 7
+        phrase = f"this coming {WEEKDAYS[weekday]}"
+        # Numbers weekdays from Sunday = 0 while Python's weekday() starts Monday = 0.
+        wrong_days = ((weekday + 1) % 7 - now.weekday()) % 7 or 7
+    note = rng.choice(NOTES)
+    shifted = now + datetime.timedelta(days=days)
+    lookup = call("search_contacts", name=contact["name"])
+
+    def send(day: datetime.datetime) -> list[Turn]:
+        return [
+            lookup,
+            call(
+                "send_message_with_phone_number",
+                phone_number=contact["phone_number"],
+                content=note.replace("DATE", f"{day:%Y-%m-%d}"),
+            ),
+            say(f"Done: your message to {contact['name']} was sent."),
+        ]
+
+    return Task(
+        task_id=task_id,
+        instruction=(
+            f'Send a message to {contact["name"]} saying: "{note}", with DATE the '
+            f"date {phrase}, written as YYYY-MM-DD."
+        ),
+        initial_state=state,
+        gold_turns=(
+            call("get_current_timestamp"),
+            call("timestamp_to_datetime_info", timestamp=stamp),
+            call("shift_timestamp", timestamp=stamp, days=days),
+            call("timestamp_to_datetime_info", timestamp=shifted.timestamp()),
+            *send(shifted),
+        ),
+        required_facts=(),
+        lacking_turns=(
+            call("get_current_timestamp"),
+            *send(now + datetime.timedelta(days=wrong_days)),
+        ),
+    )
+
+
 def build_task(rng: random.Random, knobs: Mapping[str, int], task_id: str) -> Task:
-    """The task of one seed: world, request, gold and lacking turns, facts."""
-    """A reminder at a relative time; the agent must resolve it with the date tools."""
+    """The task of one seed: a reminder at a relative time (or a holiday), or a message
+    holding a relative date; either way the date tools must resolve it."""
     state = new_phone(rng, 3)
+    if rng.random() * 100 < knobs["share_messages"]:
+        return _message_task(rng, state, task_id, knobs["expression_kinds"])
     kind = KINDS[rng.randrange(knobs["expression_kinds"])]
     if kind == "holiday":
         return _holiday_task(rng, state, task_id)

@@ -70,8 +70,7 @@ def _give_up(rng: random.Random, failing: Turn, reason: str) -> list[Turn]:
 
 
 def build_task(rng: random.Random, knobs: Mapping[str, int], task_id: str) -> Task:
-    """The task of one seed: world, request, gold and lacking turns, facts."""
-    """Text a contact with cellular off, or a location reminder with location off."""
+    """The task of one seed: text a contact with cellular off, or a location reminder with location off."""
     state = new_phone(rng, knobs["contacts"])
     low_battery = knobs["blockers"] >= 2
     if rng.random() < 0.5:

@@ -59,8 +59,7 @@ def _pending_order(
 
 
 def build_task(rng: random.Random, knobs: Mapping[str, int], task_id: str) -> Task:
-    """The task of one seed: world, request, gold and lacking turns, facts."""
-    """Cancel the requested pending orders that belong to the user, and only those."""
+    """The task of one seed: cancel the requested pending orders that belong to the user, and only those."""
     request_count = knobs["requests"]
     foreign_count = min(knobs["ineligible"], request_count - 1)
     state = new_world()

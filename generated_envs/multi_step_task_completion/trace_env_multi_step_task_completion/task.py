@@ -101,8 +101,7 @@ def _items(rng: random.Random, state: State, count: int) -> list[str]:
 
 
 def build_task(rng: random.Random, knobs: Mapping[str, int], task_id: str) -> Task:
-    """The task of one seed: world, request, gold and lacking turns, facts."""
-    """Several changes in one request; every one of them must be carried out."""
+    """The task of one seed: several changes in one request; every one of them must be carried out."""
     count, distractor_count = knobs["operations"], knobs["distractors"]
     state = new_world()
     add_catalog(state, rng, rng.sample(sorted(PRODUCT_TYPES), 5), 4)
