@@ -255,7 +255,7 @@ def vllm_backend(settings: RouterSettings) -> Any:
     cache = Path(tempfile.mkdtemp(prefix="trace-router-mixes-"))
     return VLLMServerBackend(
         client, settings.model, prompt, capabilities, AdapterFiles(capabilities, cache),
-        tokenizer, capabilities.tool_format, settings.mode, settings.top_p,
+        tokenizer, capabilities.tool_format(tokenizer), settings.mode, settings.top_p,
         settings.calibration,
     )  # fmt: skip
 
@@ -274,7 +274,7 @@ def served_backend(settings: RouterSettings, backend: str) -> Any:
         loaded.bank,
         loaded.router,
         loaded.tokenizer,
-        loaded.capabilities.tool_format,
+        loaded.capabilities.tool_format(loaded.tokenizer),
         settings.mode,
         settings.batch_size,
     )
@@ -404,7 +404,7 @@ def evaluate(
         with context:
             report = evaluate_routing(
                 activate, capabilities.names, router, generator, tokenizer, chosen,
-                limits, capabilities.tool_format,
+                limits, capabilities.tool_format(tokenizer),
             )  # fmt: skip
         report = {
             "kind": EVAL_MARKER,

@@ -44,11 +44,26 @@ class CapabilitySet:
     capabilities: tuple[Capability, ...]
     base_model: str
     chat_template: str | None
-    tool_format: str
+    tool_formats: tuple[str, ...]  # each adapter's --tool-format, in name order
 
     @property
     def names(self) -> list[str]:
         return [c.name for c in self.capabilities]
+
+    def tool_format(self, tokenizer: Any) -> str:
+        """The tool listing the adapters were trained with. It is used only where the
+        chat template has no tool role, so only there must the adapters agree on it."""
+        from trainer.chat import ChatFormat
+
+        formats = sorted(set(self.tool_formats))
+        if len(formats) > 1 and not ChatFormat(tokenizer, [], formats[0]).native:
+            names = dict(zip(self.names, self.tool_formats, strict=True))
+            raise RouterError(
+                f"the adapters in {self.folder} were trained with different tool formats "
+                f"({names}) and the chat template has no tool role, so the prompt "
+                "depends on it; retrain them with one --tool-format"
+            )
+        return formats[0]
 
     def get(self, name: str) -> Capability:
         for capability in self.capabilities:
@@ -192,13 +207,6 @@ def load_capabilities(folder: str | Path, model: str | None = None) -> Capabilit
                 f"{training.get('chat_template')!r} but {first.path} with "
                 f"{first_training.get('chat_template')!r}; retrain one so they match"
             )
-        if training["config"].get("tool_format") != first_training["config"].get(
-            "tool_format"
-        ):
-            raise RouterError(
-                f"{capability.path} and {first.path} were trained with different tool formats; "
-                "retrain one so they match"
-            )
     if model is not None and not same_model(model, first.base_model):
         raise RouterError(
             f"--model {model} is not the base model the adapters in {root} were trained on "
@@ -209,5 +217,8 @@ def load_capabilities(folder: str | Path, model: str | None = None) -> Capabilit
         capabilities=tuple(c for c, _ in sorted(loaded, key=lambda pair: pair[0].name)),
         base_model=first.base_model,
         chat_template=first_training.get("chat_template"),
-        tool_format=str(first_training["config"].get("tool_format") or "json"),
+        tool_formats=tuple(
+            str(training["config"].get("tool_format") or "json")
+            for _, training in sorted(loaded, key=lambda pair: pair[0].name)
+        ),
     )

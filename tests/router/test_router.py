@@ -15,6 +15,7 @@ import torch
 from router.adapters import AdapterBank
 from router.capabilities import load_capabilities
 from router.cli import main
+from router.errors import RouterError
 from router.modes import argmax_route, top_p_route
 from router.probe import fit_probe, load_probe, save_probe
 from router.prompt import BASE, RoutingPrompt
@@ -302,6 +303,29 @@ def test_bad_adapter_folders_exit_2(
     assert message in error and "Traceback" not in error
 
 
+def test_adapters_of_other_tool_formats_agree_where_the_template_lists_tools(
+    adapters, tiny_model_dir, tiny_tokenizer, tmp_path
+) -> None:
+    """--tool-format shapes the prompt only where the chat template has no tool role:
+    there adapters trained with two formats are refused, elsewhere they load."""
+    folder = tmp_path / "set"
+    shutil.copytree(adapters, folder)
+    trace = folder / "date_time_recovery" / "trace.json"
+    data = json.loads(trace.read_text())
+    data["training"]["config"]["tool_format"] = "compact"
+    trace.write_text(json.dumps(data))
+    capabilities = load_capabilities(folder, str(tiny_model_dir))
+    assert sorted(capabilities.tool_formats) == ["compact", "json"]
+    assert capabilities.tool_format(tiny_tokenizer) in {"compact", "json"}
+    tiny_tokenizer.chat_template = (
+        "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+    )
+    with pytest.raises(RouterError, match="different tool formats.*--tool-format"):
+        capabilities.tool_format(tiny_tokenizer)
+    same = load_capabilities(adapters, str(tiny_model_dir))
+    assert same.tool_format(tiny_tokenizer) == "json"
+
+
 def test_model_other_than_the_adapters_base_exits_2(adapters, capsys) -> None:
     assert (
         main(
@@ -330,7 +354,12 @@ def test_serve_answers_the_openai_client_and_keeps_routes(
     capabilities, bank, tokenizer, prompt = _loaded(tiny_model_dir, adapters)
     router = Router(LabelScorer(bank.model, prompt))
     backend = TransformersBackend(
-        bank, router, tokenizer, capabilities.tool_format, "argmax", batch_size=4
+        bank,
+        router,
+        tokenizer,
+        capabilities.tool_format(tokenizer),
+        "argmax",
+        batch_size=4,
     )
     script = iter(
         [

@@ -203,7 +203,7 @@ def test_serve_forwards_to_a_vllm_server_with_the_adapter_name(
     backend = VLLMServerBackend(
         client, str(tiny_model_dir), prompt, capabilities,
         AdapterFiles(capabilities, tmp_path / "mixes"), tokenizer,
-        capabilities.tool_format, "argmax", 0.9, "none",
+        capabilities.tool_format(tokenizer), "argmax", 0.9, "none",
     )  # fmt: skip
     server = make_server(RoutedChat(backend), "127.0.0.1", 0)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -238,7 +238,7 @@ def test_serve_forwards_to_a_vllm_server_with_the_adapter_name(
         calibrated = VLLMServerBackend(
             client, str(tiny_model_dir), prompt, capabilities,
             AdapterFiles(capabilities, tmp_path / "mixes"), tokenizer,
-            capabilities.tool_format, "argmax", 0.9, "content-free",
+            capabilities.tool_format(tokenizer), "argmax", 0.9, "content-free",
         )  # fmt: skip
         asked = len(FakeVLLMServer.seen)
         assert torch.equal(calibrated.prior, calibrated.logprobs(CONTENT_FREE))

@@ -107,7 +107,7 @@ def play_job(
             chosen,
             [weights] * len(chosen),
             context.limits(),
-            bank.capabilities.tool_format,
+            bank.capabilities.tool_format(tokenizer),
         )
     write_json(folder / "episodes.json", [transcript(e) for e in episodes])
 
@@ -133,7 +133,7 @@ def rerouting_job(
             [Route(r["mode"], r["target"], r["adapters"]) for r in first],
             REROUTE_MODE,
             context.limits(),
-            bank.capabilities.tool_format,
+            bank.capabilities.tool_format(tokenizer),
         )
     rows = [
         transcript(e) | {"routes": c} for e, c in zip(episodes, chains, strict=True)

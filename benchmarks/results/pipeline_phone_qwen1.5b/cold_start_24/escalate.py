@@ -69,7 +69,7 @@ with mixed_precision(config.precision, bank.model):
         first,
         REROUTE_MODE,
         context.limits(),
-        bank.capabilities.tool_format,
+        bank.capabilities.tool_format(tokenizer),
     )
 rows = [
     transcript(e) | {"routes": c, "truth": t.truth}
