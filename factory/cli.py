@@ -20,11 +20,10 @@ from factory.errors import FactoryError, printable
 from factory.generate.build import Codegen, generate
 from factory.generate.settings_check import MAX_SEEDS
 from factory.outputs import write_json
-from factory.settings import DefaultsFormatter, add_options, from_arguments, number
+from factory.settings import Command, Derived, command_parser, from_arguments, number
 from factory.spec import json_schema
 from factory.validate.calibrate import CalibrationSettings
 from factory.validate.runner import ValidationFailed, validate_package
-from factory.version import add_version
 
 
 def _schema(_: argparse.Namespace) -> int:
@@ -103,16 +102,15 @@ SEEDS = ("--seeds", {"type": number(int, Interval(ge=1, le=MAX_SEEDS)),
 PACKAGE = ("package", {"help": "generated_envs/<cap>"})
 OLD = "(--output is the old name)"
 COMMANDS = {
-    "schema": (_schema, "print the capability spec's JSON Schema", (), ()),
-    "kits": (_kits, "list target kits and supported archetype pairs", (), ()),
-    "generate": (_generate, "build, validate and place a package from a spec", (Codegen,), (
+    "schema": Command(_schema, "print the capability spec's JSON Schema"),
+    "kits": Command(_kits, "list target kits and supported archetype pairs"),
+    "generate": Command(_generate, "build, validate and place a package from a spec", (
         ("spec", {"help": "capability.json"}),
         ("--out", "--output", {"default": "generated_envs", "help": f"parent folder {OLD}"}),
         FORCE, SEEDS,
         ("--no-validate", {"action": "store_true", "help": "skip validation (not recommended)"}),
-    )),
-    "analyze": (_analyze, "find the capabilities that separate failed from successful runs",
-                (AnalysisSettings,), (
+    ), (Derived(Codegen),)),
+    "analyze": Command(_analyze, "find the capabilities that separate failed from successful runs", (
         ("paths", {"nargs": "+", "help": "tau2-bench results, ToolSandbox folders, JSONL"}),
         ("--target", {"required": True, "help": "kit id (airline, retail, phone) or tools.json"}),
         ("--out", "--output", {"required": True, "help": f"report and specs folder {OLD}"}),
@@ -120,9 +118,9 @@ COMMANDS = {
         FORCE,
         ("--truth", {"metavar": "LABELS_JSON",
                      "help": 'score the labels against known ones: {"labels": {run id: [names]}}'}),
-    )),
-    "calibrate": (_calibrate, "how hard a package is for a model: success, pass@k, informative groups",
-                  (CalibrationSettings,), (
+    ), (Derived(AnalysisSettings),)),
+    "calibrate": Command(_calibrate, "how hard a package is for a model: success, pass@k, "
+                                     "informative groups", (
         PACKAGE,
         ("--model", {"required": True,
                      "help": "a model at OPENAI_BASE_URL, or a local model folder or .gguf"}),
@@ -131,8 +129,8 @@ COMMANDS = {
         ("--tune", {"action": "store_true",
                     "help": "search the difficulty knobs for the band; write them into --spec"}),
         ("--spec", {"help": "with --tune: the capability.json to update"}),
-    )),
-    "validate": (_validate, "validate a generated package", (), (
+    ), (Derived(CalibrationSettings),)),
+    "validate": Command(_validate, "validate a generated package", (
         PACKAGE, SEEDS,
         ("--timeout", {"type": number(float, Interval(gt=0, le=86_400)), "default": 600.0,
                        "help": "seconds allowed per subprocess"}),
@@ -143,22 +141,11 @@ COMMANDS = {
 
 def build_parser() -> argparse.ArgumentParser:
     """The `factory` parser: one subcommand per entry of COMMANDS."""
-    parser = argparse.ArgumentParser(
-        prog="factory",
-        description="TRACE factory: capability specs -> verifiable gymnasium training environments.",
-    )
-    add_version(parser)
-    commands = parser.add_subparsers(dest="command", required=True)
-    for name, (run, help, models, options) in COMMANDS.items():
-        command = commands.add_parser(
-            name, help=help, formatter_class=DefaultsFormatter
-        )
-        for *names, settings in options:
-            command.add_argument(*names, **settings)
-        for model in models:
-            add_options(command, model)
-        command.set_defaults(run=run)
-    return parser
+    return command_parser(
+        "factory",
+        "TRACE factory: capability specs -> verifiable gymnasium training environments.",
+        COMMANDS,
+    )[0]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,13 +17,15 @@ import argparse
 import math
 import re
 import types
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
 
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 from pydantic_core import PydanticUndefined
 
 from factory.errors import FactoryError
+from factory.version import add_version
 
 Model = TypeVar("Model", bound=BaseModel)
 
@@ -167,3 +169,49 @@ def from_arguments(model: type[Model], arguments: argparse.Namespace) -> Model:
         return model(**values)
     except ValidationError as exc:
         raise FactoryError(explain(model, exc)) from None
+
+
+@dataclass(frozen=True)
+class Derived:
+    """Options derived from a settings model: its fields (or `names` among them),
+    with `required` marked required on this command."""
+
+    model: type[BaseModel]
+    names: tuple[str, ...] | None = None
+    required: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Command:
+    """One subcommand: the function it runs, its help, its own options (flags then
+    argparse's keyword arguments) and the options derived from settings models."""
+
+    run: Callable[[argparse.Namespace], int]
+    help: str
+    options: tuple[tuple[Any, ...], ...] = ()
+    derived: tuple[Derived, ...] = ()
+
+
+def command_parser(
+    prog: str, description: str, commands: Mapping[str, Command], epilog: str = ""
+) -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """Every CLI's parser: `--version` and one subcommand per entry of `commands`
+    (each shows its defaults once; `arguments.run` is its function). Returns the
+    parser and each subcommand's, which `trainer --config` files are checked against."""
+    parser = argparse.ArgumentParser(
+        prog=prog, description=description, epilog=epilog or None
+    )
+    add_version(parser)
+    subcommands = parser.add_subparsers(dest="command", required=True)
+    built = {}
+    for name, command in commands.items():
+        sub = subcommands.add_parser(
+            name, help=command.help, formatter_class=DefaultsFormatter
+        )
+        for *flags, options in command.options:
+            sub.add_argument(*flags, **options)
+        for derived in command.derived:
+            add_options(sub, derived.model, derived.names, derived.required)
+        sub.set_defaults(run=command.run)
+        built[name] = sub
+    return parser, built

@@ -12,18 +12,15 @@ Parsing and dispatch only: the routing settings are `router.settings.RouterSetti
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import logging
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 from annotated_types import Interval
 
 from factory.errors import FactoryError, printable
-from factory.settings import DefaultsFormatter, add_options, from_arguments, number
-from factory.version import add_version
+from factory.settings import Command, Derived, command_parser, from_arguments, number
 from router import build
 from router.errors import RouterError
 from router.settings import BATCH_NEEDS_REQUESTS, RouterSettings, RoutingSettings
@@ -84,73 +81,67 @@ def _serve(arguments: argparse.Namespace) -> int:
     return 0
 
 
-def _command(
-    commands: argparse._SubParsersAction,
-    name: str,
-    run: Callable[[argparse.Namespace], int],
-    help: str,
-    fields: list[str],
-    required: tuple[str, ...] = ("adapters",),
-) -> argparse.ArgumentParser:
-    """A subcommand running `run`, with the base model, the adapters and `fields` of
-    RouterSettings as options."""
-    sub = commands.add_parser(name, help=help, formatter_class=DefaultsFormatter)
-    add_options(sub, RouterSettings, ["model", "adapters", *fields], required)
-    # The flag before --calibration existed: contextual calibration.
-    sub.add_argument(
-        "--calibrate", dest="calibration", action="store_const",
-        const="content-free", help=argparse.SUPPRESS,
-    )  # fmt: skip
-    sub.set_defaults(run=run)
-    return sub
+def _routing(*fields: str, required: tuple[str, ...] = ("adapters",)) -> Derived:
+    """The base model, the adapters and `fields` of RouterSettings as options."""
+    return Derived(RouterSettings, ("model", "adapters", *fields), required)
+
+
+# fmt: off
+# The flag before --calibration existed: contextual calibration.
+OLD_CALIBRATE = ("--calibrate", {"dest": "calibration", "action": "store_const",
+                                 "const": "content-free", "help": argparse.SUPPRESS})
+FORCE = "--force", {"action": "store_true", "help": "replace what an earlier run wrote"}
 
 
 def build_parser() -> argparse.ArgumentParser:
     from trainer.config import EVAL_SEED_BASE, TrainConfig
     from trainer.settings import BACKENDS, Evaluation, RolloutLimits
 
-    parser = argparse.ArgumentParser(
-        prog="router", description="Route tasks to TRACE capability adapters."
-    )
-    add_version(parser)
-    commands = parser.add_subparsers(dest="command", required=True)
     routing, envs = [*RoutingSettings.model_fields], ["envs", "base_envs"]
-    command = functools.partial(_command, commands)
-
-    # fmt: off
-    route = command("route", _route, "print the route of one task", [*routing, "mode"])
-    route.add_argument("--env", help="take the task from this environment")
-    route.add_argument("--task-seed", "--seed", dest="seed", type=int, default=EVAL_SEED_BASE,
-                       help="the seed of the environment's task (the first evaluation seed)")
-    route.add_argument("--messages", help="or a JSON file with the task's first messages")
-    fit = command("fit", _fit, "fit the probe on routing examples from training seeds",
-                  ["example_tokens", "task_tokens", *envs])
-    fit.add_argument("--examples", type=number(int, Interval(ge=2, le=100_000)), default=64,
-                     help="examples per environment")
-    fit.add_argument("--first-seed", type=int, default=10_000, help="first training seed")
-    fit.add_argument("--regularisation", type=number(float, Interval(gt=0)), default=1.0,
-                     help="inverse L2 strength C")
-    fit.add_argument("--force", action="store_true", help="replace an existing probe")
-    evaluate = command("eval", _eval, "routing accuracy and task success on evaluation seeds",
-                       [*routing, *envs])
-    add_options(evaluate, Evaluation, ["episodes"])
-    evaluate.add_argument("--out", required=True,
-                          help="report folder (report.md/json, confusion.png, success.png)")
-    evaluate.add_argument("--force", action="store_true", help="replace an earlier eval output")
-    # One name, default, range and help with `trainer eval` (trainer.settings).
-    add_options(evaluate, RolloutLimits, ["max_turns", "max_new_tokens", "max_total_tokens",
-                                          "temperature"])
-    add_options(evaluate, TrainConfig, ["generation_batch_size", "precision", "backend"])
-    serve = command("serve", _serve, "OpenAI-compatible chat completions for the routed agent",
-                    [*routing, "mode", "tool_format", "batch_size", "max_queue", "vllm_url"], ())
-    serve.add_argument("--host", default="127.0.0.1",
-                       help="address to listen on (0.0.0.0: every one)")
-    serve.add_argument("--port", type=number(int, Interval(ge=0, le=65535)), default=8000,
-                       help="port to listen on")
-    serve.add_argument("--backend", choices=BACKENDS, default="transformers",
-                       help="vllm: a vLLM server (--vllm-url) generates with the adapters")
+    commands = {
+        "route": Command(_route, "print the route of one task", (
+            OLD_CALIBRATE,
+            ("--env", {"help": "take the task from this environment"}),
+            ("--task-seed", "--seed", {"dest": "seed", "type": int, "default": EVAL_SEED_BASE,
+             "help": "the seed of the environment's task (the first evaluation seed)"}),
+            ("--messages", {"help": "or a JSON file with the task's first messages"}),
+        ), (_routing(*routing, "mode"),)),
+        "fit": Command(_fit, "fit the probe on routing examples from training seeds", (
+            OLD_CALIBRATE,
+            ("--examples", {"type": number(int, Interval(ge=2, le=100_000)), "default": 64,
+                            "help": "examples per environment"}),
+            ("--first-seed", {"type": int, "default": 10_000, "help": "first training seed"}),
+            ("--regularisation", {"type": number(float, Interval(gt=0)), "default": 1.0,
+                                  "help": "inverse L2 strength C"}),
+            FORCE,
+        ), (_routing("example_tokens", "task_tokens", *envs),)),
+        "eval": Command(_eval, "routing accuracy and task success on evaluation seeds", (
+            OLD_CALIBRATE,
+            ("--out", {"required": True,
+                       "help": "report folder (report.md/json, confusion.png, success.png)"}),
+            FORCE,
+        ), (
+            _routing(*routing, *envs), Derived(Evaluation, ("episodes",)),
+            # One name, default, range and help with `trainer eval` (trainer.settings).
+            Derived(RolloutLimits, ("max_turns", "max_new_tokens", "max_total_tokens",
+                                    "temperature")),
+            Derived(TrainConfig, ("generation_batch_size", "precision", "backend")),
+        )),
+        "serve": Command(_serve, "OpenAI-compatible chat completions for the routed agent", (
+            OLD_CALIBRATE,
+            ("--host", {"default": "127.0.0.1",
+                        "help": "address to listen on (0.0.0.0: every one)"}),
+            ("--port", {"type": number(int, Interval(ge=0, le=65535)), "default": 8000,
+                        "help": "port to listen on"}),
+            ("--backend", {"choices": BACKENDS, "default": "transformers",
+                           "help": "vllm: a vLLM server (--vllm-url) generates with the adapters"}),
+        ), (_routing(*routing, "mode", "tool_format", "batch_size", "max_queue", "vllm_url",
+                     required=()),)),
+    }
     # fmt: on
-    return parser
+    return command_parser(
+        "router", "Route tasks to TRACE capability adapters.", commands
+    )[0]
 
 
 def main(argv: list[str] | None = None) -> int:

