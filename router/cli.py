@@ -61,10 +61,7 @@ def _eval(arguments: argparse.Namespace) -> int:
     from router.evaluate import markdown
     from trainer.settings import RolloutLimits
 
-    limits = RolloutLimits(  # checks the numbers against each other
-        max_turns=arguments.max_turns, max_new_tokens=arguments.max_new_tokens,
-        max_total_tokens=arguments.max_total_tokens, temperature=arguments.temperature,
-    )  # fmt: skip
+    limits = from_arguments(RolloutLimits, arguments)  # the numbers checked together
     out = Path(arguments.out)
     report = build.evaluate(
         _settings(arguments), out, episodes=arguments.episodes, limits=limits,
