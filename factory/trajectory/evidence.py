@@ -32,6 +32,7 @@ RELATIVE_TIME = re.compile(
     re.IGNORECASE,
 )
 DATE_KEY = re.compile(r"date|time|timestamp|when|day", re.IGNORECASE)
+WRITTEN_DATE = re.compile(r"\d{4}-\d{2}-\d{2}(?:[ T]\d{2}:\d{2}(?::\d{2})?)?")
 GROUNDED_KEY = re.compile(r"(_id|_ids|^id$|number|email|phone|zip)$", re.IGNORECASE)
 Diff = tuple[str, Any, Any]  # (argument path, expected value, actual value)
 
@@ -90,8 +91,8 @@ def align(
     order), so a repeated tool (two returns, two cancellations) is matched to
     the right call. Returns (expected, attempt or None, diffs) in reference
     order, and the writes matched to nothing. With `dates=False`, date and time
-    arguments are left out when the user spoke of a relative date: those belong
-    to the date-time detector.
+    arguments, and texts that differ only in a date written in them, are left out
+    when the user spoke of a relative date: those belong to the date-time detector.
     """
     skip_dates = not dates and bool(RELATIVE_TIME.search(trajectory.user_text()))
     writes = [s for s in trajectory.steps if s.writes]
@@ -103,7 +104,7 @@ def align(
                 diffs = [
                     d
                     for d in differences(action.arguments, step.arguments)
-                    if not (skip_dates and DATE_KEY.search(d[0]))
+                    if not (skip_dates and about_dates(d))
                 ]
                 candidates.append((len(diffs), abs(i - j), i, j, diffs))
     paired: dict[int, tuple[int, list[Diff]]] = {}
@@ -119,6 +120,19 @@ def align(
         for i, action in enumerate(expected)
     ]
     return aligned, [step for j, step in enumerate(writes) if j not in used]
+
+
+def about_dates(diff: Diff) -> bool:
+    """A date or time argument, or a text that differs only in the dates written in
+    it (a message "see you on 2026-03-14"): the date-time detector's evidence."""
+    path, expected, actual = diff
+    if DATE_KEY.search(path):
+        return True
+    if not (isinstance(expected, str) and isinstance(actual, str)):
+        return False
+    return WRITTEN_DATE.search(expected) is not None and WRITTEN_DATE.sub(
+        "", expected
+    ) == WRITTEN_DATE.sub("", actual)
 
 
 def closest_attempts(

@@ -74,6 +74,36 @@ def test_date_time_without_date_tools_is_lacking() -> None:
     )
 
 
+def test_a_wrong_date_written_in_a_message_is_the_date_detectors() -> None:
+    """Asked for a relative date in a message's text, a wrong date there is a date-time
+    deficit, not an imprecise argument."""
+    content = "Dinner on {}"
+    messages = [
+        {"role": "user", "content": 'Text Ann "Dinner on DATE", DATE 3 days from today'},
+        call("get_current_timestamp", "0"),
+        result("0", "1.69e9"),
+        call("send_message_with_phone_number", "1", phone_number="+1555",
+             content=content.format("2023-08-01")),
+        result("1", '"m1"'),
+    ]  # fmt: skip
+    expected = [
+        {
+            "name": "send_message_with_phone_number",
+            "arguments": {
+                "phone_number": "+1555",
+                "content": content.format("2023-08-02"),
+            },
+        }
+    ]
+    run = trajectory(messages, expected_actions=expected)
+    assert label("date_time_recovery", run) is Label.LACKING
+    assert label("tool_calling_precision", run) is Label.PRESENT
+    other = json.loads(json.dumps(messages).replace("Dinner on 2023", "Lunch on 2023"))
+    assert label(
+        "tool_calling_precision", trajectory(other, expected_actions=expected)
+    ) is (Label.LACKING)
+
+
 EXPECTED = [
     {"name": "get_order_details", "arguments": {"order_id": "#W1"}},
     {
@@ -142,6 +172,32 @@ def test_multi_step_partial_completion_is_lacking() -> None:
         )
         is Label.PRESENT
     )
+
+
+def test_multi_step_leaves_a_stop_at_a_refused_call_to_error_recovery() -> None:
+    """Enabled the service but never sent again: the refused call was not made good,
+    so the undone send is error recovery's (the permission detector's): NA here."""
+    send = SEND[1]["tool_calls"][0]["function"]
+    expected = [
+        {"name": send["name"], "arguments": json.loads(send["arguments"])},
+        {"name": "set_cellular_service_status", "arguments": {"on": True}},
+        {"name": send["name"], "arguments": json.loads(send["arguments"])},
+    ]
+    enabled = SEND + [
+        call("set_cellular_service_status", "2", on=True),
+        result("2", "null"),
+    ]
+    stopped = trajectory(enabled, expected_actions=expected)
+    assert label("multi_step_task_completion", stopped) is Label.NA
+    assert label("permission_error_recovery", stopped) is Label.LACKING
+    resent = enabled + [
+        call(
+            "send_message_with_phone_number", "3", phone_number="+1555", content="late"
+        ),
+        result("3", '"msg-1"'),
+    ]
+    done = trajectory(resent, True, expected_actions=expected)
+    assert label("multi_step_task_completion", done) is Label.PRESENT
 
 
 def test_precondition_write_without_read_is_lacking() -> None:

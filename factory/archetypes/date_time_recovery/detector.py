@@ -6,6 +6,8 @@ from factory.trajectory.evidence import (
     DATE_KEY,
     NA,
     RELATIVE_TIME,
+    WRITTEN_DATE,
+    about_dates,
     closest_attempts,
     expected_writes,
     leaves,
@@ -21,13 +23,16 @@ def detect(trajectory: Trajectory) -> Judgement:
     expected = expected_writes(trajectory)
     if expected is not None:
         for action, diffs in closest_attempts(trajectory):
-            dated = [(p, e, a) for p, e, a in diffs if DATE_KEY.search(p)]
+            dated = [d for d in diffs if about_dates(d)]
             if dated:
                 path, want, got = dated[0]
                 return Judgement(
                     Label.LACKING, f"{action.name}: {path} was {got}, expected {want}"
                 )
-            if any(DATE_KEY.search(p) for p, _ in leaves(action.arguments)):
+            if any(
+                DATE_KEY.search(p) or WRITTEN_DATE.search(str(v))
+                for p, v in leaves(action.arguments)
+            ):
                 return Judgement(Label.PRESENT, "resolved the relative date correctly")
         return NA
     for step in trajectory.steps:

@@ -13,11 +13,19 @@ def detect(trajectory: Trajectory) -> Judgement:
     An attempt the tool refused still counts as attempted (what went wrong in
     it belongs to another capability). Operations left undone before the ones
     attempted, with none of them done, are not this deficit: a setting or a
-    permission stopped the agent (another capability's failure).
+    permission stopped the agent (another capability's failure). Nor are those
+    left undone after a refused call the agent never made good: the error, not
+    the plan, stopped it.
     """
     aligned, _ = align(trajectory)
     if len(aligned) < 2:
         return NA
+    steps = trajectory.steps
+    for index, step in enumerate(steps):
+        if step.error and not any(
+            later.name == step.name and not later.error for later in steps[index + 1 :]
+        ):
+            return NA
     undone = [i for i, (_, attempt, _) in enumerate(aligned) if attempt is None]
     attempted = [i for i, (_, attempt, _) in enumerate(aligned) if attempt is not None]
     if not undone:
