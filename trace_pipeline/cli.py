@@ -38,7 +38,10 @@ def _status(arguments: argparse.Namespace) -> int:
 
     for row in status(Path(arguments.folder)):
         took = "" if row.wall_seconds is None else f" ({row.wall_seconds:.0f} s)"
-        print(f"{row.name:10s} {row.state}{took}")
+        kept = f", {row.jobs} finished job{'s' * (row.jobs != 1)} kept" * (
+            row.state != "done" and row.jobs > 0
+        )
+        print(f"{row.name:10s} {row.state}{took}{kept}")
     return 0
 
 

@@ -16,14 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from factory.outputs import staged
+from factory.outputs import staged, swap_in, write_json
 from trace_pipeline.config import PipelineConfig
 from trace_pipeline.errors import PipelineError
-from trace_pipeline.store import RunFolder, digest
+from trace_pipeline.store import DONE, RunFolder, digest
 from trainer.envs import EnvHandle
 from trainer.settings import RolloutLimits
-
-DONE = ".done"
 
 
 @dataclass(frozen=True)
@@ -142,17 +140,38 @@ class Context:
         return RolloutLimits(**r.model_dump(exclude={"tool_format"}))
 
     def job(
-        self, kind: str, inputs: dict[str, Any], work: Callable[[Path], None]
+        self,
+        kind: str,
+        inputs: dict[str, Any],
+        work: Callable[[Path], None],
+        resumable: bool = False,
     ) -> Path:
-        """The folder of a finished job with these inputs: reused, or made by `work(folder)`."""
+        """The folder of a finished job with these inputs: reused, or made by `work(folder)`.
+
+        A job works in a private folder moved into place when it is done. A
+        killed job's folder is removed, or, when it is `resumable`, kept as
+        `<job>.partial` for the rerun's `work` to go on from (an adapter's
+        checkpoint: a kill costs the iteration under way, not the training).
+        """
         key = digest({"kind": kind, **inputs})[:20]
         final = self.folder.root / ".jobs" / f"{kind}-{key}"
         if (final / DONE).is_file():
             self.say(f"{kind}: reusing the finished job {final.name}")
             return final
-        with staged(final) as staging:  # a half-done one left by a kill is replaced
-            work(staging)
-            (staging / DONE).write_text("", encoding="utf-8")
+
+        def finish(folder: Path) -> None:
+            work(folder)
+            write_json(folder / "job.json", {"kind": kind, "inputs": inputs})
+            (folder / DONE).write_text("", encoding="utf-8")
+
+        if not resumable:
+            with staged(final) as staging:  # a half-done one left by a kill is replaced
+                finish(staging)
+            return final
+        partial = final.with_name(f"{final.name}.partial")
+        partial.mkdir(parents=True, exist_ok=True)
+        finish(partial)
+        swap_in(partial, final)
         return final
 
 

@@ -2,7 +2,8 @@
 
 A job names its work as `module:function`, called as `function(context,
 folder, **arguments)`, and the inputs its result depends on (hashed into the
-job's folder name under `.jobs/`). `local` runs jobs in this process; `ray`
+job's folder name under `.jobs/`); a resumable one finds in `folder` what a
+killed try of it left there. `local` runs jobs in this process; `ray`
 submits each as a Ray task with its declared CPUs and GPUs, retried on
 failure, each rebuilding the run's context from the run folder's saved config
 (so every node needs the project installed and the run folder on a shared
@@ -30,6 +31,7 @@ class Job:
     inputs: dict[str, Any]
     work: str  # "module:function", called as function(context, folder, **arguments)
     arguments: dict[str, Any] = field(default_factory=dict)
+    resumable: bool = False  # a killed one's folder is kept for the rerun to go on from
 
 
 @dataclass(frozen=True)
@@ -44,7 +46,10 @@ def _call(context: Context, job: Job) -> Path:
     module, function = job.work.split(":")
     work = getattr(importlib.import_module(module), function)
     return context.job(
-        job.kind, job.inputs, lambda folder: work(context, folder, **job.arguments)
+        job.kind,
+        job.inputs,
+        lambda folder: work(context, folder, **job.arguments),
+        job.resumable,
     )
 
 

@@ -38,8 +38,9 @@ def stage_inputs(
 @dataclass(frozen=True)
 class StageStatus:
     name: str
-    state: str  # done, stale (inputs changed) or missing
+    state: str  # done, stale (inputs changed), running or missing
     wall_seconds: float | None
+    jobs: int  # its finished jobs kept (a stage that is not done reuses them)
 
 
 def status(root: Path) -> list[StageStatus]:
@@ -51,15 +52,20 @@ def status(root: Path) -> list[StageStatus]:
             f"{root} holds no `trace run` (no config.yaml); give a run folder"
         )
     config = load_config(config_file)
+    running = folder.running()
     rows = []
     for stage in STAGES:
         manifest = folder.manifest(stage.name)
+        jobs = folder.finished_jobs(stage.jobs)
         if manifest is None:
-            rows.append(StageStatus(stage.name, "missing", None))
-            continue
-        key = digest(stage_inputs(stage, config, folder))
-        state = "done" if manifest["key"] == key else "stale"
-        rows.append(StageStatus(stage.name, state, manifest.get("wall_seconds")))
+            state, seconds = "missing", None
+        else:
+            key = digest(stage_inputs(stage, config, folder))
+            state = "done" if manifest["key"] == key else "stale"
+            seconds = manifest.get("wall_seconds")
+        if running and state != "done":  # a run does its stages in order
+            state, running = "running", False
+        rows.append(StageStatus(stage.name, state, seconds, jobs))
     return rows
 
 

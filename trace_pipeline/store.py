@@ -26,6 +26,7 @@ from trace_pipeline.errors import PipelineError
 
 MARKER = ".trace-run"  # in every run folder `trace run` made; nothing else is reused
 MANIFEST = "manifest.json"
+DONE = ".done"  # in a finished job's folder (and the tiny model's), written last
 
 
 def digest(value: Any) -> str:
@@ -83,6 +84,26 @@ class RunFolder:
             yield
         finally:
             handle.close()
+
+    def running(self) -> bool:
+        """Whether a `trace run` holds the folder now (looked at without writing)."""
+        try:
+            handle = open(self.root / ".lock")  # noqa: SIM115 - closed below
+        except OSError:  # never run, or unreadable: nobody can hold it
+            return False
+        with handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            return False  # closing the file releases the lock taken to look
+
+    def finished_jobs(self, kinds: tuple[str, ...]) -> int:
+        """How many jobs of these kinds are finished and kept."""
+        jobs = self.root / ".jobs"
+        return sum(
+            (job / DONE).is_file() for kind in kinds for job in jobs.glob(f"{kind}-*")
+        )
 
     def stage(self, name: str) -> Path:
         return self.root / name

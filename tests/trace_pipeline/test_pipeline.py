@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -122,6 +123,12 @@ def test_a_rerun_skips_every_stage_and_from_redoes_the_rest(finished: Path) -> N
     assert json.loads((finished / "collect" / "manifest.json").read_text()) == before
     status = _trace("status", str(finished))
     assert status.stdout.count(" done") == len(NAMES), status.stdout
+    for job in (finished / ".jobs").glob("train-*"):  # each job says what it is
+        record = json.loads((job / "job.json").read_text())
+        assert record["kind"] == "train" and record["inputs"]["env"] in {
+            "permission_error_recovery",
+            "date_time_recovery",
+        }
 
 
 def test_a_changed_setting_makes_its_stages_stale(
@@ -152,10 +159,14 @@ def test_kill_9_in_a_stage_then_a_rerun_finishes(tmp_path: Path) -> None:
     for line in process.stderr:
         if "train: running" in line:
             time.sleep(1.0)
+            during = _trace("status", str(out)).stdout
             process.send_signal(signal.SIGKILL)
             break
     process.wait(timeout=60)
     assert not (out / "train" / "manifest.json").exists()
+    assert re.search(r"^train +running$", during, re.M), during
+    after = _trace("status", str(out)).stdout
+    assert re.search(r"^train +missing", after, re.M), after
     done = _trace("run", str(TINY), "--out", str(out))
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stderr.count("done, skipped") == NAMES.index("train")
@@ -163,6 +174,62 @@ def test_kill_9_in_a_stage_then_a_rerun_finishes(tmp_path: Path) -> None:
     assert not list(out.glob(".*staging*")) and not list(
         (out / ".jobs").glob(".*staging*")
     )
+
+
+def test_a_resumable_job_goes_on_from_what_a_killed_try_left(tmp_path: Path) -> None:
+    """A job that raised keeps its `.partial` folder only when it is resumable; the
+    next try sees it, and a finished job names its kind and inputs."""
+    from trace_pipeline.config import PipelineConfig
+    from trace_pipeline.context import Context
+    from trace_pipeline.store import RunFolder
+
+    context = Context(PipelineConfig(model="tiny"), RunFolder(tmp_path), TINY)
+    seen = []
+
+    def work(folder: Path) -> None:
+        seen.append(sorted(p.name for p in folder.iterdir()))
+        (folder / "step").write_text("1")
+        if len(seen) == 1:
+            raise KeyboardInterrupt  # killed half-way
+
+    for resumable, before_second in ((False, []), (True, ["step"])):
+        seen.clear()
+        inputs = {"resumable": resumable}
+        with pytest.raises(KeyboardInterrupt):
+            context.job("demo", inputs, work, resumable)
+        final = context.job("demo", inputs, work, resumable)
+        assert seen == [[], before_second]
+        assert json.loads((final / "job.json").read_text()) == {
+            "kind": "demo",
+            "inputs": inputs,
+        }
+        assert not list(final.parent.glob("*.partial"))
+
+
+def test_kill_9_after_an_adapters_checkpoint_goes_on_from_it(tmp_path: Path) -> None:
+    """Killed after the cold start's checkpoint, the rerun trains on from it."""
+    config = tmp_path / "longer.yaml"
+    config.write_text(TINY.read_text().replace("iterations: 1", "iterations: 4"))
+    out = tmp_path / "run"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "trace_pipeline", "run", str(config), "--out", str(out)],
+        cwd=ROOT,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 600
+    while not list(out.glob(".jobs/train-*.partial/adapter/checkpoint/state.json")):
+        assert process.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=60)
+    done = _trace("run", str(config), "--out", str(out))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "going on from the checkpoint a stopped run left" in done.stderr
+    assert not list(out.glob(".jobs/*.partial"))
+    summaries = [
+        json.loads(p.read_text()) for p in out.glob(".jobs/train-*/summary.json")
+    ]
+    assert [s["iterations"] for s in summaries] == [4, 4]
 
 
 @pytest.mark.parametrize(

@@ -58,32 +58,64 @@ def own_success(
 
 def train_job(context: Context, folder: Path, env: str) -> None:
     """One adapter into `folder/adapter`, its own-environment success before and after
-    training into `folder/summary.json` (a job: see `trace_pipeline.executors`)."""
-    from trainer.run import open_run
+    training into `folder/summary.json` (a resumable job: see `trace_pipeline.executors`;
+    a killed one goes on from its last checkpoint, and keeps its success before)."""
+    from trainer import checkpoint
+    from trainer.errors import TrainerError
 
     name, settings = Path(env).name, context.config.train
-    episodes = settings.own_env_episodes
-    before = own_success(context, env, *context.base()) if episodes else None
+    measured = folder / "before.json"
+    if measured.is_file():
+        before = json.loads(measured.read_text(encoding="utf-8"))
+    else:
+        episodes = settings.own_env_episodes
+        before = own_success(context, env, *context.base()) if episodes else None
+        write_json(measured, before)
     if before is not None:
         context.say(f"train: {name}: own environment before {_rate(before)}")
-    context.say(
-        f"train: {name}: cold start on {settings.cold_start} demonstrations x "
-        f"{settings.cold_start_epochs} epochs, then {settings.iterations} GRPO iterations"
-    )
-    run = open_run(
-        train_config(context),
-        env,
-        context.model_path,
-        folder / "adapter",
-        chat_template=context.config.chat_template,
-    )
+    adapter, run = folder / "adapter", None
+    if checkpoint.exists(adapter):
+        try:
+            run = _open(context, env, adapter, resume=True)
+            context.say(
+                f"train: {name}: going on from the checkpoint a stopped run left"
+            )
+        except TrainerError as exc:
+            context.say(f"train: {name}: starting over, the kept checkpoint fails: {exc}")
+    if run is None:
+        context.say(
+            f"train: {name}: cold start on {settings.cold_start} demonstrations x "
+            f"{settings.cold_start_epochs} epochs, then {settings.iterations} GRPO "
+            "iterations"
+        )
+        # What a kill before the first checkpoint left goes.
+        shutil.rmtree(adapter, ignore_errors=True)
+        run = _open(context, env, adapter, resume=False)
     outcome, _ = run.execute()
     run.model.eval()
-    after = own_success(context, env, run.model, run.tokenizer) if episodes else None
+    after = (
+        own_success(context, env, run.model, run.tokenizer)
+        if settings.own_env_episodes
+        else None
+    )
     if after is not None:
         context.say(f"train: {name}: own environment after {_rate(after)}")
     summary = {"iterations": len(outcome.metrics), "before": before, "after": after}
     write_json(folder / "summary.json", summary)
+
+
+def _open(context: Context, env: str, adapter: Path, resume: bool) -> Any:
+    """The adapter's training run (`trainer.run.open_run`, what `trainer train` runs)."""
+    from trainer.run import open_run
+
+    return open_run(
+        train_config(context),
+        env,
+        context.model_path,
+        adapter,
+        chat_template=context.config.chat_template,
+        resume=resume,
+    )
 
 
 def _rate(report: dict[str, Any]) -> str:
@@ -114,6 +146,7 @@ def run(context: Context, out: Path) -> dict[str, Any]:
             {"env": name, **trained_inputs(context)},
             "trace_pipeline.stages.train:train_job",
             {"env": str(context.folder.stage("generate") / relative)},
+            resumable=True,
         )
         for name, relative in packages
     ]
