@@ -206,8 +206,12 @@ def test_a_resumable_job_goes_on_from_what_a_killed_try_left(tmp_path: Path) -> 
         assert not list(final.parent.glob("*.partial"))
 
 
-def test_kill_9_after_an_adapters_checkpoint_goes_on_from_it(tmp_path: Path) -> None:
-    """Killed after the cold start's checkpoint, the rerun trains on from it."""
+@pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGTERM])
+def test_stopped_after_an_adapters_checkpoint_goes_on_from_it(
+    tmp_path: Path, stop: signal.Signals
+) -> None:
+    """Killed, or stopped by SIGTERM (the trainer drops the iteration under way), after
+    the cold start's checkpoint: no adapter is kept half-trained, the rerun trains on."""
     config = tmp_path / "longer.yaml"
     config.write_text(TINY.read_text().replace("iterations: 1", "iterations: 4"))
     out = tmp_path / "run"
@@ -220,8 +224,9 @@ def test_kill_9_after_an_adapters_checkpoint_goes_on_from_it(tmp_path: Path) -> 
     while not list(out.glob(".jobs/train-*.partial/adapter/checkpoint/state.json")):
         assert process.poll() is None and time.monotonic() < deadline
         time.sleep(0.05)
-    process.send_signal(signal.SIGKILL)
-    process.wait(timeout=60)
+    process.send_signal(stop)
+    assert process.wait(timeout=300) == (-stop if stop == signal.SIGKILL else 143)
+    assert not list(out.glob(".jobs/train-*/.done"))
     done = _trace("run", str(config), "--out", str(out))
     assert done.returncode == 0, done.stderr[-2000:]
     assert "going on from the checkpoint a stopped run left" in done.stderr

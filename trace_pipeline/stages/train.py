@@ -92,6 +92,8 @@ def train_job(context: Context, folder: Path, env: str) -> None:
         shutil.rmtree(adapter, ignore_errors=True)
         run = _open(context, env, adapter, resume=False)
     outcome, _ = run.execute()
+    if outcome.stopped_by is not None:  # the trainer kept its checkpoint: stop the run
+        raise KeyboardInterrupt(outcome.stopped_by)
     run.model.eval()
     after = (
         own_success(context, env, run.model, run.tokenizer)
