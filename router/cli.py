@@ -87,7 +87,6 @@ def _routing(*fields: str, required: tuple[str, ...] = ("adapters",)) -> Derived
 # The flag before --calibration existed: contextual calibration.
 OLD_CALIBRATE = ("--calibrate", {"dest": "calibration", "action": "store_const",
                                  "const": "content-free", "help": argparse.SUPPRESS})
-FORCE = "--force", {"action": "store_true", "help": "replace what an earlier run wrote"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -110,13 +109,13 @@ def build_parser() -> argparse.ArgumentParser:
             ("--first-seed", {"type": int, "default": 10_000, "help": "first training seed"}),
             ("--regularisation", {"type": number(float, Interval(gt=0)), "default": 1.0,
                                   "help": "inverse L2 strength C"}),
-            FORCE,
+            ("--force", {"action": "store_true", "help": "replace an existing probe"}),
         ), (_routing("example_tokens", "task_tokens", *envs),)),
         "eval": Command(_eval, "routing accuracy and task success on evaluation seeds", (
             OLD_CALIBRATE,
             ("--out", {"required": True,
                        "help": "report folder (report.md/json, confusion.png, success.png)"}),
-            FORCE,
+            ("--force", {"action": "store_true", "help": "replace an earlier eval output"}),
         ), (
             _routing(*routing, *envs), Derived(Evaluation, ("episodes",)),
             # One name, default, range and help with `trainer eval` (trainer.settings).

@@ -169,8 +169,11 @@ class Context:
                 finish(staging)
             return final
         partial = final.with_name(f"{final.name}.partial")
+        if partial.is_symlink() or (partial.exists() and not partial.is_dir()):
+            partial.unlink()  # not what a job leaves: nothing to go on from
         partial.mkdir(parents=True, exist_ok=True)
-        finish(partial)
+        if not (partial / DONE).is_file():  # else killed just before the move
+            finish(partial)
         swap_in(partial, final)
         return final
 

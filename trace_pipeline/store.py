@@ -92,17 +92,20 @@ class RunFolder:
         except OSError:  # never run, or unreadable: nobody can hold it
             return False
         with handle:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            try:  # shared: another look at the same moment is not refused
+                fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
             except BlockingIOError:
                 return True
             return False  # closing the file releases the lock taken to look
 
     def finished_jobs(self, kinds: tuple[str, ...]) -> int:
-        """How many jobs of these kinds are finished and kept."""
+        """How many finished jobs of these kinds are kept (a stage reuses those whose
+        inputs still match)."""
         jobs = self.root / ".jobs"
         return sum(
-            (job / DONE).is_file() for kind in kinds for job in jobs.glob(f"{kind}-*")
+            (job / DONE).is_file() and not job.name.endswith(".partial")
+            for kind in kinds
+            for job in jobs.glob(f"{kind}-*")
         )
 
     def stage(self, name: str) -> Path:

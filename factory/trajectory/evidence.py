@@ -32,7 +32,9 @@ RELATIVE_TIME = re.compile(
     re.IGNORECASE,
 )
 DATE_KEY = re.compile(r"date|time|timestamp|when|day", re.IGNORECASE)
-WRITTEN_DATE = re.compile(r"\d{4}-\d{2}-\d{2}(?:[ T]\d{2}:\d{2}(?::\d{2})?)?")
+WRITTEN_DATE = re.compile(
+    r"(?<![\w-])\d{4}-\d{2}-\d{2}(?:[ T]\d{2}:\d{2}(?::\d{2})?)?(?![\w-])"
+)
 GROUNDED_KEY = re.compile(r"(_id|_ids|^id$|number|email|phone|zip)$", re.IGNORECASE)
 Diff = tuple[str, Any, Any]  # (argument path, expected value, actual value)
 
@@ -130,9 +132,13 @@ def about_dates(diff: Diff) -> bool:
         return True
     if not (isinstance(expected, str) and isinstance(actual, str)):
         return False
-    return WRITTEN_DATE.search(expected) is not None and WRITTEN_DATE.sub(
-        "", expected
-    ) == WRITTEN_DATE.sub("", actual)
+
+    def undated(text: str) -> str:
+        return WRITTEN_DATE.sub("", text).strip().casefold()
+
+    return WRITTEN_DATE.search(expected) is not None and undated(expected) == undated(
+        actual
+    )
 
 
 def closest_attempts(

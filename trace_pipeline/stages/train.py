@@ -16,6 +16,7 @@ from typing import Any
 
 from factory.outputs import write_json
 from trace_pipeline.context import Context
+from trace_pipeline.errors import PipelineError
 from trace_pipeline.executors import Job, run_jobs
 
 
@@ -73,16 +74,11 @@ def train_job(context: Context, folder: Path, env: str) -> None:
         write_json(measured, before)
     if before is not None:
         context.say(f"train: {name}: own environment before {_rate(before)}")
-    adapter, run = folder / "adapter", None
-    if checkpoint.exists(adapter):
-        try:
-            run = _open(context, env, adapter, resume=True)
-            context.say(
-                f"train: {name}: going on from the checkpoint a stopped run left"
-            )
-        except TrainerError as exc:
-            context.say(f"train: {name}: starting over, the kept checkpoint fails: {exc}")
-    if run is None:
+    adapter = folder / "adapter"
+    resume = checkpoint.exists(adapter)
+    if resume:
+        context.say(f"train: {name}: going on from the checkpoint a stopped run left")
+    else:
         context.say(
             f"train: {name}: cold start on {settings.cold_start} demonstrations x "
             f"{settings.cold_start_epochs} epochs, then {settings.iterations} GRPO "
@@ -90,9 +86,21 @@ def train_job(context: Context, folder: Path, env: str) -> None:
         )
         # What a kill before the first checkpoint left goes.
         shutil.rmtree(adapter, ignore_errors=True)
-        run = _open(context, env, adapter, resume=False)
-    outcome, _ = run.execute()
-    if outcome.stopped_by is not None:  # the trainer kept its checkpoint: stop the run
+    try:
+        run = _open(context, env, adapter, resume)
+        outcome, _ = run.execute()
+    except TrainerError as exc:
+        if not resume:
+            raise
+        raise PipelineError(
+            f"train: {name}, going on from a stopped run's checkpoint: {exc} (remove "
+            f"{folder} to train this adapter from the start)"
+        ) from None
+    if outcome.stopped_by is not None:  # the trainer kept its checkpoint: stop here
+        if context.config.executor == "ray":  # an error Ray retries; the retry goes on
+            raise PipelineError(
+                f"train: {name}: stopped by signal {outcome.stopped_by}"
+            )
         raise KeyboardInterrupt(outcome.stopped_by)
     run.model.eval()
     after = (

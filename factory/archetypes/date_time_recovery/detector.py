@@ -22,6 +22,7 @@ def detect(trajectory: Trajectory) -> Judgement:
         return NA
     expected = expected_writes(trajectory)
     if expected is not None:
+        compared = False
         for action, diffs in closest_attempts(trajectory):
             dated = [d for d in diffs if about_dates(d)]
             if dated:
@@ -29,11 +30,12 @@ def detect(trajectory: Trajectory) -> Judgement:
                 return Judgement(
                     Label.LACKING, f"{action.name}: {path} was {got}, expected {want}"
                 )
-            if any(
+            compared = compared or any(
                 DATE_KEY.search(p) or WRITTEN_DATE.search(str(v))
                 for p, v in leaves(action.arguments)
-            ):
-                return Judgement(Label.PRESENT, "resolved the relative date correctly")
+            )
+        if compared:
+            return Judgement(Label.PRESENT, "resolved the relative date correctly")
         return NA
     for step in trajectory.steps:
         if step.writes and any(DATE_KEY.search(k) for k in step.arguments):

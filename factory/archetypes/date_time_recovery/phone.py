@@ -30,7 +30,7 @@ from factory.runtime.kits.phone.world import (
 TOOLKIT = phone.TOOLKIT
 # fmt: off
 KNOBS = (
-    Knob("horizon_days", 10, 2, 30, "how far ahead the reminder may be"),
+    Knob("horizon_days", 10, 2, 30, "how many days ahead a relative date may be"),
     Knob("expression_kinds", 3, 1, 4,
          "kinds of relative expression drawn (4 adds days until a holiday)"),
     Knob("share_messages", 50, 0, 100,
@@ -184,13 +184,13 @@ def _holiday_task(rng: random.Random, state: dict, task_id: str) -> Task:
 
 
 def _message_task(
-    rng: random.Random, state: dict, task_id: str, expression_kinds: int
+    rng: random.Random, state: dict, task_id: str, knobs: Mapping[str, int]
 ) -> Task:
     """A message to a contact holding a relative date, written as YYYY-MM-DD."""
     now = moment(state["clock"]["current_timestamp"])
     contact = rng.choice(other_contacts(state))
-    kind = KINDS[rng.randrange(min(expression_kinds, 2))]
-    phrase, days, wrong_days = _day(rng, kind, now, 12)
+    kind = KINDS[rng.randrange(min(knobs["expression_kinds"], 2))]
+    phrase, days, wrong_days = _day(rng, kind, now, knobs["horizon_days"])
     note = rng.choice(NOTES)
 
     def send(days: int) -> list[Turn]:
@@ -223,7 +223,7 @@ def build_task(rng: random.Random, knobs: Mapping[str, int], task_id: str) -> Ta
     holding a relative date; either way the date tools must resolve it."""
     state = new_phone(rng, 3)
     if rng.random() * 100 < knobs["share_messages"]:
-        return _message_task(rng, state, task_id, knobs["expression_kinds"])
+        return _message_task(rng, state, task_id, knobs)
     kind = KINDS[rng.randrange(knobs["expression_kinds"])]
     if kind == "holiday":
         return _holiday_task(rng, state, task_id)

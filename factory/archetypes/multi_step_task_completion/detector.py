@@ -20,18 +20,24 @@ def detect(trajectory: Trajectory) -> Judgement:
     aligned, _ = align(trajectory)
     if len(aligned) < 2:
         return NA
-    steps = trajectory.steps
-    for index, step in enumerate(steps):
-        if step.error and not any(
-            later.name == step.name and not later.error for later in steps[index + 1 :]
-        ):
-            return NA
     undone = [i for i, (_, attempt, _) in enumerate(aligned) if attempt is None]
     attempted = [i for i, (_, attempt, _) in enumerate(aligned) if attempt is not None]
     if not undone:
         return Judgement(Label.PRESENT, f"all {len(aligned)} requested operations done")
     if not attempted:
         return NA
+    steps = trajectory.steps
+    for index, (_, attempt, _) in enumerate(aligned):
+        refused = attempt is not None and attempt.error
+        if (
+            refused
+            and min(undone) > index
+            and not any(
+                s.name == attempt.name and not s.error and s.position > attempt.position
+                for s in steps
+            )
+        ):
+            return NA  # every undone operation comes after a refusal never made good
     stopped_early = min(undone) > max(attempted)
     some_done = any(
         attempt is not None and not attempt.error for _, attempt, _ in aligned
