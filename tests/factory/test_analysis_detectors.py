@@ -198,6 +198,21 @@ def test_multi_step_leaves_a_stop_at_a_refused_call_to_error_recovery() -> None:
     ]
     done = trajectory(resent, True, expected_actions=expected)
     assert label("multi_step_task_completion", done) is Label.PRESENT
+    # A refused lookup (a read) is not a refused operation: stopping early still is.
+    lookup = [
+        call("find_user_id_by_email", "4", email="a@b.c"),
+        result("4", "Error: user not found"),
+    ]
+    two = [
+        {"name": "cancel_pending_order", "arguments": {"order_id": "#W1"}},
+        {"name": "modify_user_address", "arguments": {"user_id": "u"}},
+    ]
+    one_done = lookup + [
+        call("cancel_pending_order", "5", order_id="#W1"),
+        result("5", "{}"),
+    ]
+    early = trajectory(one_done, expected_actions=two)
+    assert label("multi_step_task_completion", early) is Label.LACKING
 
 
 def test_precondition_write_without_read_is_lacking() -> None:

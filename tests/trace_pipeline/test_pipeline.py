@@ -181,7 +181,7 @@ def test_a_resumable_job_goes_on_from_what_a_killed_try_left(tmp_path: Path) -> 
     next try sees it, and a finished job names its kind and inputs."""
     from trace_pipeline.config import PipelineConfig
     from trace_pipeline.context import Context
-    from trace_pipeline.store import RunFolder
+    from trace_pipeline.store import DONE, RunFolder, digest
 
     context = Context(PipelineConfig(model="tiny"), RunFolder(tmp_path), TINY)
     seen = []
@@ -204,6 +204,14 @@ def test_a_resumable_job_goes_on_from_what_a_killed_try_left(tmp_path: Path) -> 
             "inputs": inputs,
         }
         assert not list(final.parent.glob("*.partial"))
+    # Killed between finishing and the move: moved into place, not redone.
+    key = digest({"kind": "demo", "x": 1})[:20]
+    partial = tmp_path / ".jobs" / f"demo-{key}.partial"
+    partial.mkdir()
+    (partial / DONE).write_text("")
+    seen.clear()
+    assert context.job("demo", {"x": 1}, work, True).name == f"demo-{key}"
+    assert seen == []
 
 
 @pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGTERM])
