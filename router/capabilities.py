@@ -212,13 +212,14 @@ def load_capabilities(folder: str | Path, model: str | None = None) -> Capabilit
             f"--model {model} is not the base model the adapters in {root} were trained on "
             f"({first.base_model}); pass that model"
         )
+    ordered = sorted(loaded, key=lambda pair: pair[0].name)
     return CapabilitySet(
         folder=root,
-        capabilities=tuple(c for c, _ in sorted(loaded, key=lambda pair: pair[0].name)),
+        capabilities=tuple(c for c, _ in ordered),
         base_model=first.base_model,
         chat_template=first_training.get("chat_template"),
         tool_formats=tuple(
             str(training["config"].get("tool_format") or "json")
-            for _, training in sorted(loaded, key=lambda pair: pair[0].name)
+            for _, training in ordered
         ),
     )

@@ -85,8 +85,10 @@ def _routing(*fields: str, required: tuple[str, ...] = ("adapters",)) -> Derived
 
 # fmt: off
 # The flag before --calibration existed: contextual calibration.
+# Registered before --calibration, it sets no default of its own (SUPPRESS).
 OLD_CALIBRATE = ("--calibrate", {"dest": "calibration", "action": "store_const",
-                                 "const": "content-free", "help": argparse.SUPPRESS})
+                                 "const": "content-free", "default": argparse.SUPPRESS,
+                                 "help": argparse.SUPPRESS})
 
 
 def build_parser() -> argparse.ArgumentParser:

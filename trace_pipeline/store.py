@@ -27,6 +27,7 @@ from trace_pipeline.errors import PipelineError
 MARKER = ".trace-run"  # in every run folder `trace run` made; nothing else is reused
 MANIFEST = "manifest.json"
 DONE = ".done"  # in a finished job's folder (and the tiny model's), written last
+LOCK = ".lock"  # held by the run using the folder
 
 
 def digest(value: Any) -> str:
@@ -73,7 +74,7 @@ class RunFolder:
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:
         """Hold the folder for this run; a second run at once is refused."""
-        handle = open(self.root / ".lock", "w")  # noqa: SIM115 - held for the block
+        handle = open(self.root / LOCK, "w")  # noqa: SIM115 - held for the block
         try:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -88,7 +89,7 @@ class RunFolder:
     def running(self) -> bool:
         """Whether a `trace run` holds the folder now (looked at without writing)."""
         try:
-            handle = open(self.root / ".lock")  # noqa: SIM115 - closed below
+            handle = open(self.root / LOCK)  # noqa: SIM115 - closed below
         except OSError:  # never run, or unreadable: nobody can hold it
             return False
         with handle:

@@ -63,6 +63,7 @@ def train_job(context: Context, folder: Path, env: str) -> None:
     a killed one goes on from its last checkpoint, and keeps its success before)."""
     from trainer import checkpoint
     from trainer.errors import TrainerError
+    from trainer.run import open_run
 
     name, settings = Path(env).name, context.config.train
     measured = folder / "before.json"
@@ -87,7 +88,14 @@ def train_job(context: Context, folder: Path, env: str) -> None:
         # What a kill before the first checkpoint left goes.
         shutil.rmtree(adapter, ignore_errors=True)
     try:
-        run = _open(context, env, adapter, resume)
+        run = open_run(
+            train_config(context),
+            env,
+            context.model_path,
+            adapter,
+            chat_template=context.config.chat_template,
+            resume=resume,
+        )
         outcome, _ = run.execute()
     except TrainerError as exc:
         if not resume:
@@ -112,20 +120,6 @@ def train_job(context: Context, folder: Path, env: str) -> None:
         context.say(f"train: {name}: own environment after {_rate(after)}")
     summary = {"iterations": len(outcome.metrics), "before": before, "after": after}
     write_json(folder / "summary.json", summary)
-
-
-def _open(context: Context, env: str, adapter: Path, resume: bool) -> Any:
-    """The adapter's training run (`trainer.run.open_run`, what `trainer train` runs)."""
-    from trainer.run import open_run
-
-    return open_run(
-        train_config(context),
-        env,
-        context.model_path,
-        adapter,
-        chat_template=context.config.chat_template,
-        resume=resume,
-    )
 
 
 def _rate(report: dict[str, Any]) -> str:
