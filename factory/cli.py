@@ -19,7 +19,6 @@ from factory.archetypes import support_table
 from factory.errors import FactoryError, printable
 from factory.generate.build import Codegen, generate
 from factory.generate.settings_check import MAX_SEEDS
-from factory.outputs import write_json
 from factory.settings import Command, Derived, command_parser, from_arguments, number
 from factory.spec import json_schema
 from factory.validate.calibrate import CalibrationSettings
@@ -68,16 +67,9 @@ def _calibrate(arguments: argparse.Namespace) -> int:
         Path(arguments.package), arguments.model,
         from_arguments(CalibrationSettings, arguments), adapter=arguments.adapter,
         spec=Path(arguments.spec) if arguments.spec else None, tune_knobs=arguments.tune,
+        report=Path(arguments.json) if arguments.json else None,
     )  # fmt: skip
     print(result.summary())
-    if arguments.json:
-        try:
-            write_json(Path(arguments.json), result.as_dict())
-        except OSError as exc:
-            raise FactoryError(
-                f"--json: cannot write {arguments.json} ({exc.strerror}); give a "
-                "writable file path"
-            ) from None
     return 0
 
 

@@ -101,5 +101,6 @@ def run(config_file: Path, out: Path, start: str | None = None) -> Path:
             with folder.staging(stage.name) as staging:
                 result = stage.work(context, staging)
                 folder.finish(staging, stage.name, key, inputs, began, result=result)
+            folder.drop_partials(stage.jobs)
             context.say(f"{label}: finished in {time.time() - began:.0f} s")
     return folder.stage("report")

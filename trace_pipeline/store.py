@@ -109,6 +109,13 @@ class RunFolder:
             for job in jobs.glob(f"{kind}-*")
         )
 
+    def drop_partials(self, kinds: tuple[str, ...]) -> None:
+        """Remove the unfinished tries of these kinds, once their stage has finished:
+        each was for inputs the stage no longer has, so nothing will go on from it."""
+        for kind in kinds:
+            for job in (self.root / ".jobs").glob(f"{kind}-*.partial"):
+                shutil.rmtree(job, ignore_errors=True)
+
     def stage(self, name: str) -> Path:
         return self.root / name
 

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict
 
 from factory.analyze.statistics import wilson
 from factory.errors import FactoryError
-from factory.outputs import write_text
+from factory.outputs import write_json, write_text
 from factory.runtime import Knob
 from factory.settings import setting
 
@@ -370,13 +370,14 @@ def calibrate_package(
     adapter: str | None = None,
     spec: Path | None = None,
     tune_knobs: bool = False,
+    report: Path | None = None,
     say: Callable[[str], None] = print,
 ) -> Calibration:
     """`factory calibrate`: play a package with a local model or an endpoint's.
 
     With `tune_knobs`, search the package's difficulty knobs for the band's middle
     and write the best into `spec`; the returned calibration is checked against
-    the band either way.
+    the band either way, then written as JSON to `report` when given.
     """
     env_class = package_env(package)
     local = Path(model).is_dir() or model.endswith(".gguf")
@@ -420,4 +421,12 @@ def calibrate_package(
     else:
         result = play(None)
     result.check_band()
+    if report is not None:
+        try:
+            write_json(report, result.as_dict())
+        except OSError as exc:
+            raise FactoryError(
+                f"--json: cannot write {report} ({exc.strerror}); give a writable "
+                "file path"
+            ) from None
     return result

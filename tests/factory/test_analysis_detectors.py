@@ -215,6 +215,30 @@ def test_multi_step_leaves_a_stop_at_a_refused_call_to_error_recovery() -> None:
     assert label("multi_step_task_completion", early) is Label.LACKING
 
 
+def test_multi_step_does_not_count_a_fix_between_two_identical_calls() -> None:
+    """Turning location on between two location reads only lets the read work: a
+    reminder added with made-up coordinates did the one requested operation."""
+    expected = [
+        {"name": "get_current_location", "arguments": {}},
+        {"name": "set_location_service_status", "arguments": {"on": True}},
+        {"name": "get_current_location", "arguments": {}},
+        {"name": "add_reminder", "arguments": {"content": "x", "latitude": 1.5}},
+        {"name": "send_message_with_phone_number", "arguments": {"content": "y"}},
+    ]
+    made_up = [
+        {"role": "user", "content": "Remind me here, then text Bo"},
+        call("add_reminder", "1", content="x", latitude=37.7),
+        result("1", '"r-1"'),
+    ]
+    reminded = trajectory(made_up, expected_actions=expected[:4])
+    assert label("multi_step_task_completion", reminded) is Label.NA
+    # the message left unsent is still a requested operation left undone
+    unsent = trajectory(made_up, expected_actions=expected)
+    judgement = archetypes()["multi_step_task_completion"].detector(unsent)
+    assert judgement.label is Label.LACKING
+    assert "did 1 of 2" in judgement.reason and "set_location" not in judgement.reason
+
+
 def test_precondition_write_without_read_is_lacking() -> None:
     unchecked = [
         call("cancel_reservation", "1", reservation_id="ABC123"),

@@ -34,12 +34,15 @@ def _trace(*argv: str) -> subprocess.CompletedProcess:
 
 
 def _rerun_changed(
-    finished: Path, tmp_path: Path, old: str, new: str
+    finished: Path, tmp_path: Path, old: str, new: str, left: tuple[str, ...] = ()
 ) -> tuple[Path, Path, subprocess.CompletedProcess]:
-    """A copy of the finished run, rerun with the tiny config's `old` text made `new`:
-    (the copy, the changed config, the rerun)."""
+    """A copy of the finished run, rerun with the tiny config's `old` text made `new`
+    and these jobs' folders left behind as killed tries: (the copy, the changed
+    config, the rerun)."""
     out = tmp_path / "run"
     shutil.copytree(finished, out, symlinks=True)
+    for job in left:
+        (out / ".jobs" / job / "checkpoint").mkdir(parents=True)
     changed = tmp_path / "changed.yaml"
     assert old in TINY.read_text()
     changed.write_text(TINY.read_text().replace(old, new))
@@ -365,10 +368,13 @@ def test_a_held_out_change_redoes_only_evaluation_and_from_forgets_its_stages(
     assert (
         len(list((finished / ".jobs").glob("collect-*"))) == 1
     )  # 12 episodes, 16 a shard
+    stale = ("evaluate-0123.partial", "train-0123.partial")
     out, changed, again = _rerun_changed(
-        finished, tmp_path, "heldout_episodes: 6", "heldout_episodes: 5"
+        finished, tmp_path, "heldout_episodes: 6", "heldout_episodes: 5", stale
     )
     assert again.returncode == 0, again.stderr[-2000:]
+    # a finished stage drops its own killed tries (their inputs are not its inputs)
+    assert [p.name for p in (out / ".jobs").glob("*.partial")] == [stale[1]]
     assert again.stderr.count("done, skipped") == NAMES.index("evaluate")
     assert json.loads((out / "evaluate" / "report.json").read_text())["tasks"] == 5
     process = subprocess.Popen(

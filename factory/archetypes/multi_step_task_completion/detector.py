@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 from factory.trajectory.evidence import NA, align
 from factory.trajectory.labels import Judgement, Label
-from factory.trajectory.records import Trajectory
+from factory.trajectory.records import Trajectory, is_write_tool
 
 
 def detect(trajectory: Trajectory) -> Judgement:
@@ -15,9 +17,11 @@ def detect(trajectory: Trajectory) -> Judgement:
     attempted, with none of them done, are not this deficit: a setting or a
     permission stopped the agent (another capability's failure). Nor are those
     left undone after a refused call the agent never made good: the error, not
-    the plan, stopped it.
+    the plan, stopped it. A write the reference makes only to let a call work
+    (turning a service on between two identical calls in a row) is not a requested one.
     """
-    aligned, _ = align(trajectory)
+    fixes = _fixes(trajectory)
+    aligned = [row for i, row in enumerate(align(trajectory)[0]) if i not in fixes]
     if len(aligned) < 2:
         return NA
     undone = [i for i, (_, attempt, _) in enumerate(aligned) if attempt is None]
@@ -49,3 +53,19 @@ def detect(trajectory: Trajectory) -> Judgement:
         Label.LACKING,
         f"did {len(attempted)} of {len(aligned)} requested operations; undone: {names}",
     )
+
+
+def _fixes(trajectory: Trajectory) -> set[int]:
+    """Which of the reference's writes (numbered among its writes) sit between two
+    identical calls: a fix that lets the repeated call succeed (read, enable, read)."""
+    actions = trajectory.expected_actions or []
+    keys = [
+        (a.name, json.dumps(a.arguments, sort_keys=True, default=str)) for a in actions
+    ]
+    fixes, number = set(), 0
+    for i, action in enumerate(actions):
+        if is_write_tool(action.name):
+            if 0 < i < len(actions) - 1 and keys[i - 1] == keys[i + 1]:
+                fixes.add(number)
+            number += 1
+    return fixes
