@@ -31,9 +31,9 @@ PROBLEMS_KEPT = 5  # of each attempt, in the results file
 
 def _attempts(build: Path) -> list[dict[str, Any]]:
     """Each kept attempt of the one spec built in `build`: its problems and answer."""
-    (debug,) = (build / ".codegen").iterdir()
-    rows = []
-    for folder in sorted(debug.glob("attempt-*"), key=lambda p: int(p.name[8:])):
+    rows = []  # none when the endpoint failed before an answer
+    attempts = build.glob(".codegen/*/attempt-*")
+    for folder in sorted(attempts, key=lambda p: int(p.name[8:])):
         problems = (folder / "problems.txt").read_text(encoding="utf-8").split("\n")
         rows.append(
             {
@@ -46,7 +46,7 @@ def _attempts(build: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def build(spec_file: Path, model: str, attempts: int, seeds: int) -> dict[str, Any]:
+def build(spec_file: Path, codegen: Codegen, seeds: int) -> dict[str, Any]:
     """Build `spec_file` with the LLM backend in a temporary folder; what happened."""
     spec = json.loads(spec_file.read_text(encoding="utf-8"))
     spec["archetype"] = None
@@ -56,9 +56,8 @@ def build(spec_file: Path, model: str, attempts: int, seeds: int) -> dict[str, A
         began = time.time()
         try:
             generate(
-                path, Path(folder) / "out", validate=True, seeds=seeds,
-                codegen=Codegen(backend="llm", model=model, attempts=attempts),
-            )  # fmt: skip
+                path, Path(folder) / "out", validate=True, seeds=seeds, codegen=codegen
+            )
             landed, error = True, None
         except (ValidationFailed, FactoryError) as exc:
             landed, error = False, str(exc).splitlines()[0]
@@ -77,13 +76,20 @@ def main() -> None:
     parser.add_argument("--model", default="base", help="the served model's name")
     parser.add_argument("--attempts", type=int, default=2, help="per spec")
     parser.add_argument("--seeds", type=int, default=10, help="validation seeds")
+    parser.add_argument(
+        "--request-timeout", type=float, default=1800.0, help="seconds per answer"
+    )
     parser.add_argument("--out", type=Path, required=True, help="results JSON")
     args = parser.parse_args()
     if args.out.exists():
         parser.error(f"--out {args.out} exists; give a new file")
+    codegen = Codegen(
+        backend="llm", model=args.model, attempts=args.attempts,
+        request_timeout=args.request_timeout,
+    )  # fmt: skip
     rows = []
     for spec in args.specs:
-        rows.append(build(spec, args.model, args.attempts, args.seeds))
+        rows.append(build(spec, codegen, args.seeds))
         row = rows[-1]
         print(f"{row['spec']}: {'landed' if row['landed'] else 'not landed'} after "
               f"{row['attempts_used']} attempt(s), {row['minutes']} min", flush=True)  # fmt: skip

@@ -326,7 +326,7 @@ def markdown(report: dict[str, Any]) -> str:
         "",
         "## Paired comparisons (same tasks, exact McNemar)",
         "",
-        "| comparison | only routed | only single | p |",
+        "| comparison | won only by the first | only by the second | p |",
         "|---|---|---|---|",
     ]
     for name, row in report["paired"].items():

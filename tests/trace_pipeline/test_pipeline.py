@@ -70,6 +70,11 @@ def test_every_stage_writes_its_folder_and_manifest(finished: Path) -> None:
     assert trace["capability"] == "mixture"
     assert trace["envs"] == ["date_time_recovery", "permission_error_recovery"]
     assert "<table>" in (finished / "report" / "report.html").read_text()
+    evaluated = json.loads((finished / "evaluate" / "report.json").read_text())
+    for better in (evaluated["best_single"], "oracle"):
+        assert {"p_value", "only_first", "only_second"} <= set(
+            evaluated["paired"][f"{better} vs base model"]
+        )
     collected = (finished / "collect" / "trajectories.jsonl").read_text().splitlines()
     assert len(collected) == 12
     record = json.loads(collected[0])

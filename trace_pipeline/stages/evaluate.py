@@ -279,6 +279,10 @@ def run(context: Context, out: Path) -> dict[str, Any]:
         routed = f"routed: {mode}"
         for other in ("base model", "uniform merge", *baselines):
             report["paired"][f"{routed} vs {other}"] = paired(report, routed, other)
+    for better in (report["best_single"], "oracle"):  # did the adapters help at all?
+        report["paired"][f"{better} vs base model"] = paired(
+            report, better, "base model"
+        )
     report["transcripts"] = {
         **{key: done.folder.name for key, done in zip(keys, played, strict=True)},
         "re-routed on errors": rerouted.folder.name,
