@@ -1,11 +1,12 @@
 """What the agent lacks before and after TRACE: `factory analyze` on the held-out
-episodes of the base model and of the routed agent (argmax) of a finished `trace run`.
+episodes of the base model, the routed agent (argmax) and the best single adapter
+of a finished `trace run`.
 
 The records are rebuilt from the evaluate stage's job transcripts (as `evaluate`
 writes them in `evaluate/trajectories/`, so this also reads runs finished before
 it did), each with its task's tools, expected actions and true needs; the
 analysis is scored against those needs. Prints the capabilities each analysis
-retains, with their ER-, coverage and truth precision, and writes both analyses
+retains, with their ER-, coverage and truth precision, and writes each analysis
 to OUT/<condition>/. Nothing is played.
 
     python benchmarks/second_round.py RUN_FOLDER OUT [--runs 10 --min-runs 8]
@@ -34,7 +35,7 @@ CONDITIONS = {
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run", type=Path, help="a finished `trace run` folder")
-    parser.add_argument("out", type=Path, help="a new folder for both analyses")
+    parser.add_argument("out", type=Path, help="a new folder for the analyses")
     parser.add_argument("--runs", type=int, default=AnalysisSettings().runs)
     parser.add_argument("--min-runs", type=int, default=AnalysisSettings().min_runs)
     arguments = parser.parse_args()
@@ -59,7 +60,9 @@ def main() -> None:
     settings = AnalysisSettings(runs=arguments.runs, min_runs=arguments.min_runs)
     records = out / "records"
     records.mkdir(parents=True)
-    for name, job in CONDITIONS.items():
+    best = report["best_single"].removeprefix("single: ")
+    conditions = {**CONDITIONS, f"single_{best}": lambda task: best}
+    for name, job in conditions.items():
         played = [episodes[job(task)][task["seed"]] for task in report["per_task"]]
         path, truth = records / f"{name}.jsonl", records / f"{name}.truth.json"
         write_records([record(row, env) for row in played], path, truth)
