@@ -8,7 +8,7 @@ Each spec is built as given but with `archetype: null`, so `factory generate`'s
 LLM backend asks the model for `task.py` and feeds every refusal back (the
 static checks, the failing property, a trimmed traceback) for the next attempt.
 Per spec: landed or not, the attempts used, the minutes, and each attempt's
-first problems and answer length, read from the attempts `factory generate`
+first problems, length and opening, read from the attempts `factory generate`
 keeps under `<build>/.codegen/`.
 """
 
@@ -27,6 +27,7 @@ from factory.outputs import write_json
 from factory.validate.runner import ValidationFailed
 
 PROBLEMS_KEPT = 5  # of each attempt, in the results file
+ANSWER_KEPT = 1500  # characters of each answer, in the results file
 
 
 def _attempts(build: Path) -> list[dict[str, Any]]:
@@ -35,10 +36,12 @@ def _attempts(build: Path) -> list[dict[str, Any]]:
     attempts = build.glob(".codegen/*/attempt-*")
     for folder in sorted(attempts, key=lambda p: int(p.name[8:])):
         problems = (folder / "problems.txt").read_text(encoding="utf-8").split("\n")
+        answer = (folder / "answer.txt").read_text("utf-8")
         rows.append(
             {
                 "attempt": int(folder.name[8:]),
-                "answer_chars": len((folder / "answer.txt").read_text("utf-8")),
+                "answer_chars": len(answer),
+                "answer_head": answer[:ANSWER_KEPT],
                 "wrote_task_py": (folder / "task.py").is_file(),
                 "problems": [p for p in problems if p][:PROBLEMS_KEPT],
             }

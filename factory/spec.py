@@ -175,14 +175,15 @@ class CapabilitySpec(_Model):
         return dumped + "\n"
 
 
-def _describe(error: dict[str, Any]) -> str:
+def describe_error(error: dict[str, Any]) -> str:
+    """One of pydantic's errors as `field: what is wrong (got value)`."""
     field = ".".join(str(part) for part in error["loc"]) or "(top level)"
     value = error.get("input")
     shown = json.dumps(value)[:80] if not isinstance(value, dict) else "{...}"
     message = error["msg"]
     if error["type"] == "string_pattern_mismatch" and field == "name":
         message = "must be snake_case: lower-case letters, digits and single underscores, starting with a letter"
-    return f"  - {field}: {message} (got {shown})"
+    return f"{field}: {message} (got {shown})"
 
 
 def _tools_from_file(data: dict[str, Any], base: Path, source: str) -> None:
@@ -224,7 +225,7 @@ def parse_spec(
     try:
         spec = CapabilitySpec.model_validate(data)
     except ValidationError as exc:
-        lines = [_describe(error) for error in exc.errors()]
+        lines = [f"  - {describe_error(error)}" for error in exc.errors()]
         raise FactoryError(
             f"{source} is not a valid capability spec ({len(lines)} problem(s)):\n"
             + "\n".join(lines)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -35,7 +36,7 @@ from factory.kits import KITS_DIR
 from factory.llm import EndpointTimeout, chat, json_payload
 from factory.paths import templates, templates_dir
 from factory.runtime import Toolkit
-from factory.spec import CapabilitySpec, InlineTarget
+from factory.spec import CapabilitySpec, InlineTarget, describe_error
 from factory.validate.runner import ValidationFailed, ValidationReport
 
 # Stages a rendered attempt: (its temporary folder, its validation report).
@@ -154,13 +155,38 @@ def _ask(
     return message.content or ""
 
 
+# The task module as a python code block after the JSON object (the answer format
+# for a built-in kit): code inside a JSON string needs every quote and newline
+# escaped, which small models do not manage (they name a file instead).
+PYTHON_BLOCK = re.compile(
+    r"```(?:python|py)[ \t]*\n(.*?)\n```", re.DOTALL | re.IGNORECASE
+)
+
+
+def _parse(spec: CapabilitySpec, text: str) -> CodegenAnswer:
+    """The answer: its JSON object, with the task module from its python code block
+    when it has one (a module inside the JSON object is read too)."""
+    block = PYTHON_BLOCK.search(text)
+    if block is None or _answer_type(spec) is KitAnswer:
+        return _answer_type(spec).model_validate(json_payload(text))
+    payload = json_payload(text[: block.start()] + text[block.end() :])
+    if not isinstance(payload, dict):
+        raise ValueError("the JSON part of the answer is not an object")
+    return CodegenAnswer.model_validate({**payload, "task_module": block.group(1)})
+
+
 def _review(
     spec: CapabilitySpec, kit: Toolkit, text: str, stage: Stage, attempt: Attempt
 ) -> tuple[Path, ValidationReport | None] | None:
     """Check and validate one answer; record why it is refused (None) or return its stage."""
     try:
-        answer = _answer_type(spec).model_validate(json_payload(text))
-    except (ValueError, ValidationError) as exc:
+        answer = _parse(spec, text)
+    except ValidationError as exc:  # each field named: a count alone does not help
+        attempt.problems += [
+            f"the answer's {describe_error(error)}" for error in exc.errors()[:5]
+        ]
+        return None
+    except ValueError as exc:
         attempt.problems.append(
             "the answer is not the JSON object asked for "
             f"({str(exc).splitlines()[0][:300]})"
@@ -227,6 +253,9 @@ def _keep(folder: Path, attempt: Attempt, messages: list[dict[str, str]]) -> Non
     for key, filename in names.items():
         if isinstance(answer, dict) and isinstance(answer.get(key), str):
             (folder / filename).write_text(answer[key], encoding="utf-8")
+    block = PYTHON_BLOCK.search(attempt.answer)
+    if block is not None:
+        (folder / "task.py").write_text(block.group(1), encoding="utf-8")
     (folder / "problems.txt").write_text(
         "\n".join(attempt.problems) + "\n", encoding="utf-8"
     )

@@ -91,6 +91,26 @@ def test_a_model_written_module_lands_as_a_validated_package(
     assert (attempt / "task.py").read_text() == MODULE
 
 
+def test_a_module_in_a_python_block_lands_and_feedback_names_the_field(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A small model puts a file name where the module goes: the feedback names the
+    field and what it got. The format it is asked for, the module in a python code
+    block after the JSON object (no escaping), lands."""
+    head = {"summary": SUMMARY, "lacking_behaviour": LACKING}
+    named = json.dumps({**head, "task_module": "date_time_recovery/phone.py"})
+    block = f"```json\n{json.dumps(head)}\n```\n\n```python\n{MODULE}\n```\n"
+    with scripted_endpoint(monkeypatch, _script(named, block)) as requests:
+        assert _generate(tmp_path) == 0
+    assert "```python" in requests[0]["messages"][0]["content"]
+    feedback = requests[1]["messages"][-1]["content"]
+    assert "task_module: String should have at least 50 characters" in feedback
+    assert '(got "date_time_recovery/phone.py")' in feedback
+    _, second = _attempts(tmp_path)
+    assert (second / "task.py").read_text() == MODULE
+    assert (second / "problems.txt").read_text().strip() == ""
+
+
 def test_repaired_after_a_forbidden_import_and_after_a_failing_property(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
