@@ -155,7 +155,7 @@ def _ask(
     return message.content or ""
 
 
-# The task module as a python code block after the JSON object (the answer format
+# The task module as a python code block beside the JSON object (the answer format
 # for a built-in kit): code inside a JSON string needs every quote and newline
 # escaped, which small models do not manage (they name a file instead).
 PYTHON_BLOCK = re.compile(

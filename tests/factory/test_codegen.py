@@ -96,10 +96,10 @@ def test_a_module_in_a_python_block_lands_and_feedback_names_the_field(
 ) -> None:
     """A small model puts a file name where the module goes: the feedback names the
     field and what it got. The format it is asked for, the module in a python code
-    block after the JSON object (no escaping), lands."""
+    block (no escaping) and then the JSON object, lands."""
     head = {"summary": SUMMARY, "lacking_behaviour": LACKING}
     named = json.dumps({**head, "task_module": "date_time_recovery/phone.py"})
-    block = f"```json\n{json.dumps(head)}\n```\n\n```python\n{MODULE}\n```\n"
+    block = f"```python\n{MODULE}\n```\n\n```json\n{json.dumps(head)}\n```\n"
     with scripted_endpoint(monkeypatch, _script(named, block)) as requests:
         assert _generate(tmp_path) == 0
     assert "```python" in requests[0]["messages"][0]["content"]
