@@ -225,8 +225,13 @@ def calibrate_openai(
     max_tokens: int = 512,
     client: Any = None,
     difficulty: dict[str, int] | None = None,
+    concurrent: int = 1,
 ) -> Calibration:
-    """Play K episodes per seed through an OpenAI-compatible endpoint."""
+    """Play K episodes per seed through an OpenAI-compatible endpoint, up to
+    `concurrent` conversations at once (a batching server decodes them together);
+    each episode has its own env, and the figures do not depend on the order."""
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+
     from tqdm import tqdm
 
     from factory.llm import openai_client
@@ -234,19 +239,26 @@ def calibrate_openai(
     client = client or openai_client(
         "factory calibrate", "or pass a local model folder"
     )
-    rewards: list[list[float]] = []
-    successes: list[list[bool]] = []
-    env = env_class(difficulty=difficulty)
-    with tqdm(total=len(seeds) * samples, desc="calibrate", unit="episode") as bar:
-        for seed in seeds:
-            group = []
-            for _ in range(samples):
-                group.append(
-                    _episode_openai(env, seed, client, model, temperature, max_tokens)
-                )
-                bar.update(1)
-            rewards.append([r for r, _ in group])
-            successes.append([s for _, s in group])
+
+    def episode(seed: int) -> tuple[float, bool]:
+        env = env_class(difficulty=difficulty)
+        return _episode_openai(env, seed, client, model, temperature, max_tokens)
+
+    played = [seed for seed in seeds for _ in range(samples)]
+    results: list[tuple[float, bool]] = [(0.0, False)] * len(played)
+    bar = tqdm(total=len(played), desc="calibrate", unit="episode")
+    pool = ThreadPoolExecutor(max_workers=concurrent)
+    try:
+        futures = {pool.submit(episode, seed): i for i, seed in enumerate(played)}
+        for future in as_completed(futures):
+            results[futures[future]] = future.result()
+            bar.update(1)
+    finally:  # a failed episode (an endpoint error) stops the others waiting
+        pool.shutdown(wait=True, cancel_futures=True)
+        bar.close()
+    groups = [results[i : i + samples] for i in range(0, len(results), samples)]
+    rewards = [[r for r, _ in group] for group in groups]
+    successes = [[s for _, s in group] for group in groups]
     return Calibration(model, list(seeds), samples, rewards, successes)
 
 
@@ -355,6 +367,13 @@ class CalibrationSettings(BaseModel):
     max_new_tokens: int = setting(
         256, "tokens per model turn", ge=1, le=32_768, aliases=("--max-tokens",)
     )
+    concurrent_episodes: int = setting(
+        8,
+        "episodes played together through an endpoint (`router serve` and vLLM "
+        "decode them in one batch)",
+        ge=1,
+        le=256,
+    )
 
     @property
     def seed_range(self) -> range:
@@ -401,7 +420,7 @@ def calibrate_package(
             )  # fmt: skip
         return calibrate_openai(
             env_class, model, seeds, samples, temperature, max_tokens,
-            difficulty=difficulty,
+            difficulty=difficulty, concurrent=settings.concurrent_episodes,
         )  # fmt: skip
 
     if tune_knobs and spec is not None:

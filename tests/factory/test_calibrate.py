@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib
 import json
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -90,15 +92,22 @@ def test_tune_counts_every_missed_criterion() -> None:
     assert _distance(good) < _distance(skewed)
 
 
-def _alternating_policy() -> Any:
-    """Plays the gold turns on even episodes of a task and the lacking turns on odd ones."""
+def _tasks() -> tuple[dict[str, Any], Any]:
+    """The package's tasks of seeds 10000-10002 by instruction, and its runtime."""
     sys.path.insert(0, str(PACKAGE))
-    package = importlib.import_module("trace_env_date_time_recovery")
-    runtime = importlib.import_module("trace_env_date_time_recovery._runtime")
-    tasks = {}
-    for seed in range(10_000, 10_003):
-        task = package.FAMILY.generate(seed)
-        tasks[task.instruction] = task
+    try:
+        package = importlib.import_module("trace_env_date_time_recovery")
+        runtime = importlib.import_module("trace_env_date_time_recovery._runtime")
+    finally:
+        sys.path.pop(0)
+    tasks = [package.FAMILY.generate(seed) for seed in range(10_000, 10_003)]
+    return {task.instruction: task for task in tasks}, runtime
+
+
+def _alternating_policy() -> Any:
+    """Plays the gold turns on even episodes of a task and the lacking turns on odd
+    ones (episodes played one at a time: `--concurrent-episodes 1`)."""
+    tasks, runtime = _tasks()
     starts: dict[str, int] = {}
 
     def answer(body: dict[str, Any]) -> dict[str, Any]:
@@ -126,7 +135,7 @@ def test_calibrate_through_an_endpoint(
     with scripted_endpoint(monkeypatch, _alternating_policy()) as requests:
         code = main(
             ["calibrate", str(PACKAGE), "--model", "agent", "--seeds", "3", "--group-size", "2",
-             "--json", str(out)]
+             "--concurrent-episodes", "1", "--json", str(out)]
         )  # fmt: skip
     assert code == 0
     figures = json.loads(out.read_text())
@@ -134,6 +143,41 @@ def test_calibrate_through_an_endpoint(
     assert figures["informative_share"] == 1.0 and figures["pass_at_2"] == 1.0
     assert figures["warnings"] == [] and "inside" in capsys.readouterr().out
     assert requests[0]["tools"] and requests[0]["model"] == "agent"
+
+
+def test_calibrate_plays_episodes_together_through_an_endpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With --concurrent-episodes 4, requests overlap (a batching server decodes
+    them together) and every episode still plays its own conversation."""
+    tasks, runtime = _tasks()
+    lock = threading.Lock()
+    open_requests, most = [0], [0]
+
+    def gold(body: dict[str, Any]) -> dict[str, Any]:
+        with lock:
+            open_requests[0] += 1
+            most[0] = max(most[0], open_requests[0])
+        time.sleep(0.05)
+        with lock:
+            open_requests[0] -= 1
+        task = tasks[body["messages"][1]["content"]]
+        turn = sum(m["role"] == "assistant" for m in body["messages"])
+        if turn >= len(task.gold_turns):
+            return {"role": "assistant", "content": runtime.policies.CLOSING}
+        return json.loads(
+            runtime.policies.turn_to_action(task.gold_turns[turn], turn + 1)
+        )
+
+    out = tmp_path / "figures.json"
+    with scripted_endpoint(monkeypatch, gold):
+        code = main(
+            ["calibrate", str(PACKAGE), "--model", "agent", "--seeds", "3", "--group-size", "2",
+             "--concurrent-episodes", "4", "--json", str(out)]
+        )  # fmt: skip
+    figures = json.loads(out.read_text())
+    assert code == 0 and figures["episodes"] == 6 and figures["success_rate"] == 1.0
+    assert most[0] >= 2
 
 
 def test_calibrate_a_local_model_and_bad_settings(
@@ -220,6 +264,8 @@ def test_tune_writes_the_spec(
         "3",
         "--group-size",
         "2",
+        "--concurrent-episodes",
+        "1",
     ]
     assert main([*command, "--tune"]) == 2 and "--spec" in capsys.readouterr().err
     with scripted_endpoint(monkeypatch, _alternating_policy()):

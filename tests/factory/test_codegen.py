@@ -18,7 +18,7 @@ SUMMARY = "A reminder at a relative date; gold resolves it with the date tools."
 LACKING = "computes the date in its head and sets the reminder a day off"
 SPEC = {
     "schema_version": "1.0",
-    "name": "reminder_dates",
+    "name": "date_time_recovery",  # a built-in capability asked of the model (archetype null)
     "title": "Reminders at relative dates",
     "description": "Set reminders at dates said relative to today, resolved with the tools.",
     "archetype": None,
@@ -75,8 +75,8 @@ def test_a_model_written_module_lands_as_a_validated_package(
 ) -> None:
     with scripted_endpoint(monkeypatch, _script(_answer(MODULE))) as requests:
         assert _generate(tmp_path) == 0
-    package = tmp_path / "out" / "reminder_dates"
-    task = (package / "trace_env_reminder_dates" / "task.py").read_text()
+    package = tmp_path / "out" / "date_time_recovery"
+    task = (package / "trace_env_date_time_recovery" / "task.py").read_text()
     assert "from ._runtime" in task and "written by the LLM codegen" not in task
     assert SUMMARY.split(";")[0].lower()[2:] in task.replace("\n", " ").lower()
     assert main(["validate", str(package), "--seeds", "5"]) == 0
@@ -85,7 +85,9 @@ def test_a_model_written_module_lands_as_a_validated_package(
     assert requests[0]["max_tokens"] == 8192  # a server's default may cut the module
     assert "build_task(rng: random.Random" in system and "Answer format" in system
     assert '"name": "add_reminder"' in request and "run-17" in request
-    assert "date_time_recovery/phone.py" in request
+    # the worked example trains another capability: the answer cannot be the example
+    assert "permission_error_recovery/phone.py" in request
+    assert "date_time_recovery/phone.py" not in request
     [attempt] = _attempts(tmp_path)
     assert (attempt / "problems.txt").read_text().strip() == ""
     assert (attempt / "task.py").read_text() == MODULE
@@ -109,6 +111,29 @@ def test_a_module_in_a_python_block_lands_and_feedback_names_the_field(
     _, second = _attempts(tmp_path)
     assert (second / "task.py").read_text() == MODULE
     assert (second / "problems.txt").read_text().strip() == ""
+
+
+def test_a_copy_of_the_worked_example_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The 1.5B model once answered the worked example under a new docstring: a
+    valid package training the wrong capability. A near copy is a problem fed back."""
+    example = (
+        ROOT / "factory/archetypes/permission_error_recovery/phone.py"
+    ).read_text()
+    copy = '"""Date-time recovery on the phone kit."""\n' + example.split('"""', 2)[2]
+    with scripted_endpoint(
+        monkeypatch, _script(_answer(copy), _answer(MODULE))
+    ) as requests:
+        assert _generate(tmp_path) == 0
+    feedback = requests[1]["messages"][-1]["content"]
+    assert (
+        "near copy of the worked example `permission_error_recovery/phone.py`"
+        in feedback
+    )
+    first, second = _attempts(tmp_path)
+    assert "near copy" in (first / "problems.txt").read_text()
+    assert (second / "task.py").read_text() == MODULE
 
 
 def test_repaired_after_a_forbidden_import_and_after_a_failing_property(
@@ -135,7 +160,7 @@ def test_repaired_after_a_forbidden_import_and_after_a_failing_property(
     assert "imports `os`" in (first / "problems.txt").read_text()
     assert "lacking" in (second / "problems.txt").read_text()
     assert (third / "problems.txt").read_text().strip() == ""
-    assert (tmp_path / "out" / "reminder_dates" / "capability.json").is_file()
+    assert (tmp_path / "out" / "date_time_recovery" / "capability.json").is_file()
 
 
 def test_never_valid_exits_1_and_keeps_every_attempt(
@@ -147,7 +172,7 @@ def test_never_valid_exits_1_and_keeps_every_attempt(
     error = capsys.readouterr().err
     assert "no valid task module" in error and "attempt 2" in error
     assert [p.name for p in _attempts(tmp_path)] == ["attempt-1", "attempt-2"]
-    assert not (tmp_path / "out" / "reminder_dates").exists()
+    assert not (tmp_path / "out" / "date_time_recovery").exists()
     assert [p.name for p in (tmp_path / "out").iterdir()] == [".codegen"]
 
 
@@ -176,7 +201,7 @@ def test_missing_endpoint_model_or_kit_exit_2(
     }
     assert _generate(tmp_path, spec=broken) == 2
     assert "target.InlineTarget.tools.0.function" in capsys.readouterr().err
-    assert not (tmp_path / "out" / "reminder_dates").exists()
+    assert not (tmp_path / "out" / "date_time_recovery").exists()
 
 
 def _tool(name: str, description: str, **parameters: str) -> dict[str, Any]:
