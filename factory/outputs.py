@@ -57,6 +57,18 @@ def write_json(path: Path, value: Any) -> None:
     write_text(path, json.dumps(value, indent=2) + "\n")
 
 
+@contextlib.contextmanager
+def unwritable_as(
+    error: type[Exception], where: str, fix: str = "give a folder you can write"
+) -> Iterator[None]:
+    """Turn an OSError raised inside into `error`: "<where> is not writable
+    (<reason>); <fix>", the one wording of every CLI for an output it cannot write."""
+    try:
+        yield
+    except OSError as exc:
+        raise error(f"{where} is not writable ({exc.strerror or exc}); {fix}") from None
+
+
 def _umask() -> int:
     umask = os.umask(0)
     os.umask(umask)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from factory.outputs import recover, staging_beside, swap_in
+from factory.outputs import recover, staging_beside, swap_in, unwritable_as
 from router.capabilities import CapabilitySet, load_capabilities
 from router.errors import RouterError
 from router.settings import RouterSettings, RoutingSettings
@@ -156,13 +156,9 @@ def prepare_out(out: Path, force: bool) -> Path:
                 f"--out {out} is not empty; pass --force to replace an earlier `router eval` output "
                 "(other folders are never replaced)"
             )
-    try:
+    with unwritable_as(RouterError, f"--out {out}"):
         recover(out.resolve().parent, out.name)
         return staging_beside(out.resolve())
-    except OSError as exc:
-        raise RouterError(
-            f"--out {out}: cannot write in {out.resolve().parent} ({exc})"
-        ) from None
 
 
 def move_into_place(staging: Path, out: Path) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from factory.outputs import write_text
+from factory.outputs import unwritable_as, write_text
 from router.capabilities import read_json
 from router.errors import RouterError
 
@@ -99,12 +99,8 @@ def save_probe(probe: Probe, folder: Path, force: bool) -> Path:
         raise RouterError(f"{path} exists; pass --force to replace it")
     if path.is_dir() or path.is_symlink():
         raise RouterError(f"{path} is a folder or a link; move it away first")
-    try:
+    with unwritable_as(RouterError, str(path), "give a writable folder"):
         write_text(path, json.dumps(probe.as_dict()))
-    except OSError as exc:
-        raise RouterError(
-            f"cannot write {path} ({exc}); is the folder writable?"
-        ) from None
     return path
 
 

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from factory.outputs import recover, staged, write_json
+from factory.outputs import recover, staged, unwritable_as, write_json
 from factory.version import project_version
 from trace_pipeline.errors import PipelineError
 
@@ -61,13 +61,9 @@ class RunFolder:
                 f"--out {root} is not empty and was not made by `trace run`; give a new "
                 "or empty folder"
             )
-        try:
+        with unwritable_as(PipelineError, f"--out {root}"):
             root.mkdir(parents=True, exist_ok=True)
             (root / MARKER).write_text("made by `trace run`\n", encoding="utf-8")
-        except OSError as exc:
-            raise PipelineError(
-                f"--out {root} is not writable ({exc.strerror or exc}); give a folder you can write"
-            ) from None
         recover(root)
         recover(root / ".jobs")
 

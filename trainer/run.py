@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from factory.outputs import unwritable_as
 from trainer import checkpoint, distributed, env_calls
 from trainer.chat import ChatFormat
 from trainer.config import TrainConfig
@@ -91,13 +92,9 @@ def check_out(
 def claim_out(out: Path) -> None:
     """Create `out` and mark it the trainer's, once every check has passed (a
     refused run leaves nothing, and no folder it did not write becomes its own)."""
-    try:
+    with unwritable_as(TrainerError, f"--out {out}"):
         out.mkdir(parents=True, exist_ok=True)
         (out / MARKER).write_text("written by `trainer train`\n", encoding="utf-8")
-    except OSError as exc:
-        raise TrainerError(
-            f"--out {out} is not writable ({exc.strerror or exc}); give a folder you can write"
-        ) from None
 
 
 def check_prompt(

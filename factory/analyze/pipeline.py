@@ -28,7 +28,7 @@ from factory.analyze.statistics import Labelled, Selection, bootstrap, majority,
 from factory.analyze.truth import load_truth, score
 from factory.errors import FactoryError
 from factory.kits import kits as load_kits
-from factory.outputs import recover, staging_beside, swap_in
+from factory.outputs import recover, staging_beside, swap_in, unwritable_as
 from factory.spec import InlineTarget
 from factory.trajectory.labels import Capability, Judgement, Label
 from factory.trajectory.records import Trajectory, write_jsonl
@@ -115,13 +115,9 @@ def _inside(path: Path, folder: Path) -> bool:
 
 def _check_writable(folder: Path, flag: str) -> None:
     """Refuse, before any work, a folder where the outputs cannot be written."""
-    try:
+    with unwritable_as(FactoryError, f"{flag} {folder}"):
         folder.mkdir(parents=True, exist_ok=True)
         os.rmdir(tempfile.mkdtemp(prefix=".trace-probe-", dir=folder))
-    except OSError as exc:
-        raise FactoryError(
-            f"{flag} {folder}: cannot write there ({exc.strerror}); choose a writable folder"
-        ) from None
 
 
 def refuse_overwrite(output: Path, force: bool, inputs: Sequence[Path] = ()) -> None:

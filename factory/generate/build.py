@@ -34,7 +34,7 @@ from factory.generate.tau2_target import PREFIX as TAU2
 from factory.generate.tau2_target import tau2_target
 from factory.kits import kits
 from factory.llm import openai_client
-from factory.outputs import recover, staging_beside, swap_in
+from factory.outputs import recover, staging_beside, swap_in, unwritable_as
 from factory.runtime import Toolkit
 from factory.settings import setting
 from factory.spec import CapabilitySpec, load_spec
@@ -54,17 +54,12 @@ def _prepare_output(output_dir: Path) -> Path:
     output_dir = Path(output_dir)
     if output_dir.exists() and not output_dir.is_dir():
         raise FactoryError(f"--out {output_dir} is a file; pass a folder")
-    try:
+    with unwritable_as(FactoryError, f"--out {output_dir}"):
         output_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise FactoryError(
-            f"cannot create --out {output_dir}: {exc.strerror}; pass a folder "
-            "you can write to"
-        ) from None
     if not os.access(output_dir, os.W_OK | os.X_OK):
         raise FactoryError(
-            f"cannot write in --out {output_dir} (permission denied); pass a folder "
-            "you can write to"
+            f"--out {output_dir} is not writable (permission denied); give a folder "
+            "you can write"
         )
     return output_dir.resolve()
 

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict
 
 from factory.analyze.statistics import wilson
 from factory.errors import FactoryError
-from factory.outputs import write_json, write_text
+from factory.outputs import unwritable_as, write_json, write_text
 from factory.runtime import Knob
 from factory.settings import setting
 
@@ -340,12 +340,8 @@ def write_difficulty(
     spec = tuned_spec(spec_path, package_name)
     spec.generation.difficulty = dict(difficulty)
     text = spec.to_json()
-    try:
+    with unwritable_as(FactoryError, f"--spec {spec_path}", "give a writable file"):
         write_text(spec_path, text)
-    except OSError as exc:
-        raise FactoryError(
-            f"--spec: cannot write {spec_path} ({exc.strerror})"
-        ) from None
     return text
 
 
@@ -441,11 +437,6 @@ def calibrate_package(
         result = play(None)
     result.check_band()
     if report is not None:
-        try:
+        with unwritable_as(FactoryError, f"--json {report}", "give a writable file"):
             write_json(report, result.as_dict())
-        except OSError as exc:
-            raise FactoryError(
-                f"--json: cannot write {report} ({exc.strerror}); give a writable "
-                "file path"
-            ) from None
     return result

@@ -228,6 +228,5 @@ def test_an_unwritable_or_mounted_output_is_refused_before_any_work(
     assert _analyze(str(good), "--out", str(tmp_path / "ro" / "out")) == 2
     error = capsys.readouterr().err
     assert (
-        "cannot write there (Read-only file system)" in error
-        and "Traceback" not in error
+        "is not writable (Read-only file system)" in error and "Traceback" not in error
     )
