@@ -36,38 +36,48 @@ PASS_AT = (1, 4, 8, 16)  # pass@k reported for each k up to the samples per seed
 
 @dataclass(frozen=True)
 class Criterion:
-    """One figure of the TRACE authors' calibration band, its bounds and the fix."""
+    """One figure of the TRACE authors' calibration band, its bounds and the fix
+    when the figure is below them and when above."""
 
     name: str
     figure: Callable[[Calibration], float]
     low: float
     high: float
-    fix: str
+    below: str
+    above: str = ""
 
     def holds(self, result: Calibration) -> bool:
         return self.low <= self.figure(result) <= self.high
+
+    def warning(self, result: Calibration) -> str:
+        """What the figure misses and the fix."""
+        value = self.figure(result)
+        side, fix = (
+            ("above", self.above) if value > self.high else ("below", self.below)
+        )
+        return f"{self.name} {value:.2f} is {side} TRACE's band [{self.low:g}, {self.high:g}]: {fix}"
 
 
 def _group_share(result: Calibration, test: Callable[[list[float]], bool]) -> float:
     return sum(map(test, result.rewards)) / max(len(result.rewards), 1)
 
 
+EASIER = "lower the difficulty knobs in capability.json (generation.difficulty)"
+HARDER = "raise the difficulty knobs in capability.json (generation.difficulty)"
 # The band of the authors' calibrate_environment.py: a package is trained where all hold.
 CRITERIA = (
-    Criterion("success rate", lambda r: r.success_rate, *BAND,
-              "raise the difficulty knobs in capability.json (generation.difficulty) "
-              "when above, lower them when below"),
+    Criterion("success rate", lambda r: r.success_rate, *BAND, EASIER, HARDER),
     Criterion("mean reward", lambda r: r.mean_reward, *BAND,
-              "move the difficulty knobs as for success (or change the reward mode)"),
+              f"{EASIER} (or grade it: generation.reward_mode partial)", HARDER),
     Criterion("reward std", lambda r: r.reward_std, 0.05, math.inf,
               "rewards barely vary: GRPO's advantages would be noise"),
     Criterion("informative groups", lambda r: r.informative_share, MIN_INFORMATIVE, 1.0,
               "GRPO learns only from groups whose rewards differ: change difficulty, "
               "temperature or samples"),
     Criterion("all-success groups", lambda r: _group_share(r, lambda g: min(g) >= 1.0),
-              0.0, 0.2, "too easy on many seeds: raise the difficulty knobs"),
+              0.0, 0.2, "", f"too easy on many seeds: {HARDER}"),
     Criterion("all-zero groups", lambda r: _group_share(r, lambda g: max(g) <= 0.0),
-              0.0, 0.2, "hopeless on many seeds: lower the difficulty knobs"),
+              0.0, 0.2, "", f"hopeless on many seeds: {EASIER}"),
 )  # fmt: skip
 
 
@@ -125,13 +135,7 @@ class Calibration:
 
     def check_band(self) -> None:
         """Fill `warnings` with every criterion of the band the figures miss."""
-        self.warnings = [
-            f"{c.name} {c.figure(self):.2f} is "
-            f"{'above' if c.figure(self) > c.high else 'below'} TRACE's band "
-            f"[{c.low:g}, {c.high:g}]: {c.fix}"
-            for c in CRITERIA
-            if not c.holds(self)
-        ]
+        self.warnings = [c.warning(self) for c in CRITERIA if not c.holds(self)]
         if self.failures:
             self.warnings.append(f"{self.failures} episode(s) ended in an error")
 

@@ -38,6 +38,11 @@ def test_band_warnings() -> None:
     )
     assert any("informative" in w for w in easy.warnings)
     assert any(w.startswith("all-success groups 1.00 is above") for w in easy.warnings)
+    hard = Calibration("m", [0, 1], 2, [[0.0, 0.0]] * 2, [[False] * 2] * 2)
+    hard.check_band()
+    success = next(w for w in hard.warnings if w.startswith("success rate"))
+    assert "is below" in success and "lower the difficulty" in success
+    assert not any("raise" in w for w in hard.warnings)
     mixed = Calibration(
         "m", [0, 1], 2, [[1.0, 0.0], [0.0, 1.0]], [[True, False], [False, True]]
     )
