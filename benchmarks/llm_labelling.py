@@ -6,8 +6,9 @@
 
 Both labellers judge the same sampled runs of `tests/fixtures/tau2_runs/<domain>`
 (half failed, half successful, seeded) against the built-in dictionary, whose
-names the fixtures' truth uses; one LLM labelling run, one request per run, in
-turn (the seconds per run are the served model's). A run whose answers stay
+names the fixtures' truth uses; one LLM labelling run, one request per run,
+`--concurrent` runs at a time (1: in turn, so the seconds per run are the served
+model's; more: the time per 100 runs is the wall time's share). A run whose answers stay
 invalid JSON after the labeller's retries counts as labelled NA throughout, and
 is counted. Per capability: precision and recall of LACKING on failed runs and
 false LACKING on successful ones, with 95% Wilson intervals (`factory.analyze.truth`).
@@ -20,7 +21,9 @@ import gzip
 import random
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from factory.analyze.detectors import builtin_dictionary
 from factory.analyze.importers import import_paths
@@ -48,6 +51,13 @@ def main() -> None:
         "--sample", type=int, default=24, help="runs labelled (half failed)"
     )
     parser.add_argument("--seed", type=int, default=0, help="which runs are sampled")
+    parser.add_argument(
+        "--concurrent",
+        type=int,
+        default=1,
+        help="runs labelled at once (a batching server decodes them together; 1: "
+        "each run's seconds are its own)",
+    )
     parser.add_argument("--out", type=Path, required=True, help="results JSON")
     args = parser.parse_args()
     if args.out.exists():
@@ -72,17 +82,30 @@ def main() -> None:
     offline = label_all(chosen, dictionary)
     with tempfile.TemporaryDirectory() as cache:
         labeller = LLMLabeller(args.model, Path(cache), concurrency=1)
-        labels, seconds, invalid = [], [], []
-        for number, trajectory in enumerate(chosen, 1):
+
+        def label(trajectory: Any) -> tuple[dict[str, Any], float, str | None]:
             start = time.perf_counter()
             try:
                 [row] = labeller.label_run([trajectory], dictionary, 0)
+                problem = None
             except FactoryError as error:
-                row = {c.name: NA for c in dictionary}
-                invalid.append({"run": trajectory.run_id, "problem": str(error)[:300]})
-            seconds.append(time.perf_counter() - start)
-            labels.append(row)
-            print(f"{number}/{len(chosen)} {seconds[-1]:.0f} s", flush=True)
+                row, problem = {c.name: NA for c in dictionary}, str(error)[:300]
+            return row, time.perf_counter() - start, problem
+
+        begun = time.perf_counter()
+        with ThreadPoolExecutor(max_workers=args.concurrent) as pool:
+            done = []
+            for number, result in enumerate(pool.map(label, chosen), 1):
+                done.append(result)
+                print(f"{number}/{len(chosen)} {result[1]:.0f} s", flush=True)
+        wall = time.perf_counter() - begun
+    labels = [row for row, _, _ in done]
+    seconds = [s for _, s, _ in done]
+    invalid = [
+        {"run": t.run_id, "problem": problem}
+        for t, (_, _, problem) in zip(chosen, done, strict=True)
+        if problem is not None
+    ]
 
     source = f"tests/fixtures/tau2_runs/{args.domain}.truth.json"
     summary = {
@@ -93,8 +116,10 @@ def main() -> None:
             "passed": sum(t.success for t in chosen),
             "seed": args.seed,
         },
-        "seconds_per_run": sum(seconds) / len(seconds),
-        "seconds_per_100_runs": 100 * sum(seconds) / len(seconds),
+        "concurrent": args.concurrent,
+        "seconds_per_run": sum(seconds) / len(seconds),  # each run's own latency
+        "wall_seconds": wall,
+        "seconds_per_100_runs": 100 * wall / len(chosen),
         "invalid_answers": invalid,
         "llm": score(chosen, labels, [], truth, source),
         "offline": score(chosen, offline, [], truth, source),
