@@ -102,6 +102,11 @@ def test_routes_are_kept_per_conversation_and_pins_win(served) -> None:
     assert client.chat.completions.create(model=BASE, messages=later).model_extra[
         "route"
     ] == {"mode": "pinned", "target": BASE, "adapters": {}, "probabilities": {}}
+    # tau2's solo agent: the ticket in a system message, no user message
+    solo = client.chat.completions.create(
+        model=BASE, messages=[{"role": "system", "content": "ticket: fix the data"}]
+    )
+    assert solo.choices[0].message.content == backend.text
     # tool_choice "none" (or no tools): the text is the answer, nothing is parsed.
     plain = client.chat.completions.create(
         model="trace-router", messages=opening, tools=TOOLS, tool_choice="none"
@@ -114,7 +119,7 @@ def test_routes_are_kept_per_conversation_and_pins_win(served) -> None:
     "body, message",
     [
         ({"messages": [{"role": "wizard", "content": "x"}]}, "unknown role"),
-        ({"messages": [{"role": "system", "content": "x"}]}, "user message"),
+        ({"messages": [{"role": "assistant", "content": "x"}]}, "a system or a user"),
         (
             {"messages": [{"role": "user", "content": "x"}], "tools": [{"x": 1}]},
             "tools.0",
