@@ -88,9 +88,9 @@ class LocalDecoder:
             raise RouterError(f"prompt: token ids must be in [0, {vocabulary})")
         return list(request.prompt)
 
-    def open(self, route: Route, chat: bool, temperature: float) -> LocalStream:
+    def open(self, route: Route, chat: bool) -> LocalStream:
         """A stream of requests decoded together under `route` (already active)."""
-        return LocalStream(self, self._generator(route.key, chat), temperature)
+        return LocalStream(self, self._generator(route.key, chat))
 
     def completion(
         self, pending: Pending, ids: list[int], sample: Sample, stops: set[int]
@@ -165,18 +165,14 @@ class LocalDecoder:
 
 class LocalStream:
     """Requests decoded by the trainer's `DecodeStream` (rows join between steps),
-    each checked against the context and answered as soon as its row stops."""
+    each at its own temperature, checked against the context and answered as soon
+    as its row stops."""
 
-    def __init__(
-        self,
-        decoder: LocalDecoder,
-        generator: TransformersGenerator,
-        temperature: float,
-    ) -> None:
+    def __init__(self, decoder: LocalDecoder, generator: TransformersGenerator) -> None:
         self.decoder = decoder
         self.generator = generator
         # the stream's rows resume from the kept pool, which it holds until it settles
-        self.rows = DecodeStream(generator, temperature, generator.kept)
+        self.rows = DecodeStream(generator, 1.0, generator.kept)
         generator.kept = []
         self.waiting: dict[int, tuple[Pending, list[int]]] = {}
 
@@ -202,7 +198,8 @@ class LocalStream:
                 continue
             self.waiting[id(pending)] = (pending, ids)
             rows.append((id(pending), ids, budget))
-        return finished + self._answered(self.rows.admit(rows))
+        temperatures = [self.waiting[key][0].temperature for key, _, _ in rows]
+        return finished + self._answered(self.rows.admit(rows, temperatures))
 
     def step(self) -> Finished:
         return self._answered(self.rows.step())
@@ -256,9 +253,9 @@ class TransformersBackend:
     def route(self, messages: list[dict[str, Any]]) -> Route:
         return self.router.route(messages, self.mode)
 
-    def open(self, route: Route, chat: bool, temperature: float) -> LocalStream:
+    def open(self, route: Route, chat: bool) -> LocalStream:
         self.bank.activate(route)
-        return self.decoder.open(route, chat, temperature)
+        return self.decoder.open(route, chat)
 
 
 class BaseModelBackend:
@@ -276,8 +273,8 @@ class BaseModelBackend:
     def route(self, messages: list[dict[str, Any]]) -> Route:
         return Route("base", BASE, {})
 
-    def open(self, route: Route, chat: bool, temperature: float) -> LocalStream:
-        return self.decoder.open(route, chat, temperature)
+    def open(self, route: Route, chat: bool) -> LocalStream:
+        return self.decoder.open(route, chat)
 
 
 class VLLMServerBackend(Calibrated):
@@ -349,7 +346,7 @@ class VLLMServerBackend(Calibrated):
             self.loaded.add(name)
         return name
 
-    def open(self, route: Route, chat: bool, temperature: float) -> OneShot:
+    def open(self, route: Route, chat: bool) -> OneShot:
         """Requests sent together; the vLLM server batches them itself."""
         if not chat:
             raise RouterError(

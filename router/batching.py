@@ -57,10 +57,11 @@ class Pending:
     route: Route | None = None  # set when the worker routes it
 
     @property
-    def key(self) -> tuple[str, float, bool]:
-        """What requests decoded together share: route, temperature, endpoint."""
+    def key(self) -> tuple[str, bool]:
+        """What requests decoded together share: route and endpoint (each samples at
+        its own temperature, so a greedy request joins a sampled one's stream)."""
         assert self.route is not None
-        return self.route.key, self.temperature, bool(self.messages)
+        return self.route.key, bool(self.messages)
 
     @property
     def temperature(self) -> float:
@@ -102,7 +103,7 @@ class Stream(Protocol):
         ...
 
 
-Open = Callable[[Route, bool, float], Stream]  # (route, chat?, temperature) -> stream
+Open = Callable[[Route, bool], Stream]  # (route, chat?) -> stream
 
 
 class OneShot:
@@ -138,7 +139,7 @@ class OneShot:
 class Batcher:
     """The worker thread and its queue; `submit` blocks a request's thread until done.
 
-    A stream runs one route (and temperature, and endpoint) at a time: requests
+    A stream runs one route (and endpoint) at a time: requests
     for it that arrive while it decodes join between steps, up to the batch size;
     one for another route waits (and stops further joining) until the stream
     drains, then starts the next stream.
@@ -188,7 +189,7 @@ class Batcher:
                 if pending.future.set_running_or_notify_cancel():
                     pending.future.set_exception(exc)
 
-    def _overdue(self, key: tuple[str, float, bool]) -> Pending | None:
+    def _overdue(self, key: tuple[str, bool]) -> Pending | None:
         """The oldest held request of another kind that has waited HOLD_S, if any."""
         now = time.monotonic()
         return next(
@@ -196,7 +197,7 @@ class Batcher:
         )
 
     def _gather(
-        self, key: tuple[str, float, bool], joining: list[Pending], live: int,
+        self, key: tuple[str, bool], joining: list[Pending], live: int,
         until: float | None,
     ) -> None:  # fmt: skip
         """Move requests of `key` (held ones first, then the queue's, waiting for
@@ -220,7 +221,7 @@ class Batcher:
             else:
                 self.held.append(pending)
 
-    def _first(self, last: tuple[str, float, bool] | None) -> Pending:
+    def _first(self, last: tuple[str, bool] | None) -> Pending:
         """The request that opens the next stream: one of another kind than the
         stream just ended if it waited HOLD_S (it stopped that stream), else the
         oldest held, else the next from the queue."""
@@ -243,9 +244,7 @@ class Batcher:
             first = self._first(last)
             last = first.key
             try:
-                stream = self.open_stream(
-                    first.route, bool(first.messages), first.temperature
-                )  # type: ignore[arg-type]
+                stream = self.open_stream(first.route, bool(first.messages))  # type: ignore[arg-type]
             except Exception as exc:  # noqa: BLE001 - the request's error, the worker stays up
                 if first.future.set_running_or_notify_cancel():
                     first.future.set_exception(exc)

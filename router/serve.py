@@ -193,8 +193,9 @@ class Backend(Protocol):
 
     def route(self, messages: list[dict[str, Any]]) -> Route: ...
 
-    def open(self, route: Route, chat: bool, temperature: float) -> Stream:
-        """A stream decoding requests of this route, endpoint and temperature."""
+    def open(self, route: Route, chat: bool) -> Stream:
+        """A stream decoding requests of this route and endpoint (each request at
+        its own temperature)."""
         ...
 
 

@@ -314,12 +314,18 @@ class DecodeStream:
 
     @torch.no_grad()
     def admit(
-        self, prompts: Sequence[tuple[Any, list[int], int]]
+        self,
+        prompts: Sequence[tuple[Any, list[int], int]],
+        temperatures: Sequence[float] | None = None,
     ) -> list[tuple[Any, Sample]]:
-        """Add (key, prompt, token budget) rows; those that stop at once are returned
-        (a budget of 0 at once, with nothing sampled)."""
+        """Add (key, prompt, token budget) rows, each sampled at its own temperature
+        (default: the stream's); those that stop at once are returned (a budget of
+        0 at once, with nothing sampled)."""
+        if temperatures is None:
+            temperatures = [self.temperature] * len(prompts)
         empty = [(key, Sample([], [])) for key, _, budget in prompts if budget <= 0]
-        prompts = [row for row in prompts if row[2] > 0]
+        kept = [(p, t) for p, t in zip(prompts, temperatures, strict=True) if p[2] > 0]
+        prompts = [p for p, _ in kept]
         if not prompts:
             return empty
         prefilled = self.generator._prefill([p for _, p, _ in prompts], self.previous)
@@ -327,7 +333,12 @@ class DecodeStream:
             _kept(self.cache, index, row.sequence)
             for index, row in enumerate(self.rows)
         ]
-        self.rows += [_Row(key, prompt, budget) for key, prompt, budget in prompts]
+        self.rows += [
+            _Row(key, prompt, budget, temperature)
+            for (key, prompt, budget), (_, temperature) in zip(
+                prompts, kept, strict=True
+            )
+        ]
         caches = [*old, *(kept for kept, _ in prefilled)]
         width = max(len(k.tokens) for k in caches)
         self.cache = _cache(self.generator.model.config, caches, width)
@@ -361,13 +372,16 @@ class DecodeStream:
     ) -> list[tuple[Any, Sample]]:
         """Sample a token for `rows` (one row of `logits` each), then drop the rows
         that stopped from the batch and its cache."""
-        # temperature 0 is greedy decoding (evaluation, as the paper evaluates)
-        scaled = torch.log_softmax(logits.float() / (self.temperature or 1.0), dim=-1)
-        token = (
-            scaled.argmax(-1, keepdim=True)
-            if self.temperature == 0
-            else torch.multinomial(scaled.exp(), 1)
-        )  # [rows, 1]
+        # each row at its own temperature; 0 is greedy decoding (evaluation, as the
+        # paper evaluates), whose log-probs are those of temperature 1
+        temperature = torch.tensor(
+            [row.temperature or 1.0 for row in rows], device=logits.device
+        )
+        scaled = torch.log_softmax(logits.float() / temperature[:, None], dim=-1)
+        token = scaled.argmax(-1, keepdim=True)  # [rows, 1]
+        sampled = [i for i, row in enumerate(rows) if row.temperature]
+        if sampled:
+            token[sampled] = torch.multinomial(scaled[sampled].exp(), 1)
         picked = scaled.gather(-1, token).squeeze(-1)
         stopped = torch.isin(token.squeeze(-1), self.stops).tolist()
         generator = self.generator
@@ -413,6 +427,7 @@ class _Row:
     key: Any
     prompt: list[int]
     budget: int
+    temperature: float
     tokens: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
 

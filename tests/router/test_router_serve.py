@@ -36,7 +36,7 @@ class ScriptedBackend:
         target = "beta" if "beta" in user else "alpha"
         return Route("argmax", target, {target: 1.0})
 
-    def open(self, route, chat, temperature):
+    def open(self, route, chat):
         return OneShot(self.complete, route)
 
     def complete(self, batch, route):
@@ -355,8 +355,8 @@ def test_requests_that_arrive_together_are_decoded_in_one_batch() -> None:
     try:
         first = _post(port, "hi alpha")
         assert backend.started.wait(10)
-        waiting = [
-            _post(port, f"hi {name} {i}")
+        waiting = [  # greedy and sampled requests share a stream
+            _post(port, f"hi {name} {i}", temperature=i % 2)
             for i in range(3)
             for name in ("alpha", "beta")
         ]
@@ -489,11 +489,11 @@ class FailingOpen(ScriptedBackend):
         super().__init__()
         self.failed = False
 
-    def open(self, route, chat, temperature):
+    def open(self, route, chat):
         if not self.failed:
             self.failed = True
             raise RuntimeError("the adapter would not load")
-        return super().open(route, chat, temperature)
+        return super().open(route, chat)
 
 
 def test_a_stream_that_cannot_open_fails_its_request_and_serving_goes_on() -> None:

@@ -404,6 +404,19 @@ def test_rows_that_join_a_running_stream_decode_as_they_would_alone(
     assert len(generator.kept) == 3
     (nothing,) = generator.generate([prompts["a"]], 0, 0.0)
     assert nothing.tokens == [] and nothing.logprobs == []
+    # rows at their own temperatures in one stream: the greedy row is still greedy
+    mixed = DecodeStream(
+        TransformersGenerator(model, tokenizer, stop_strings=()), 0.0, []
+    )
+    rows = [(k, prompts[k], budgets[k]) for k in ("a", "b")]
+    together = dict(mixed.admit(rows, [0.0, 1.0]))
+    while mixed.live:
+        together.update(mixed.step())
+    greedy = TransformersGenerator(model, tokenizer, stop_strings=()).generate(
+        [prompts["a"]], budgets["a"], 0.0
+    )[0]
+    assert together["a"].tokens == greedy.tokens
+    assert len(together["b"].tokens) == budgets["b"]
 
 
 def test_env_given_twice_is_a_uniform_mixture_whose_gold_policy_plays() -> None:
