@@ -229,7 +229,7 @@ def calibrate_openai(
     max_tokens: int = 512,
     client: Any = None,
     difficulty: dict[str, int] | None = None,
-    concurrent: int = 1,
+    concurrent: int = 1,  # 0: all at once
 ) -> Calibration:
     """Play K episodes per seed through an OpenAI-compatible endpoint, up to
     `concurrent` conversations at once (a batching server decodes them together);
@@ -251,7 +251,7 @@ def calibrate_openai(
     played = [seed for seed in seeds for _ in range(samples)]
     results: list[tuple[float, bool]] = [(0.0, False)] * len(played)
     bar = tqdm(total=len(played), desc="calibrate", unit="episode")
-    pool = ThreadPoolExecutor(max_workers=concurrent)
+    pool = ThreadPoolExecutor(max_workers=concurrent or len(played))
     try:
         futures = {pool.submit(episode, seed): i for i, seed in enumerate(played)}
         for future in as_completed(futures):
@@ -368,11 +368,11 @@ class CalibrationSettings(BaseModel):
         256, "tokens per model turn", ge=1, le=32_768, aliases=("--max-tokens",)
     )
     concurrent_episodes: int = setting(
-        8,
+        64,
         "episodes played together through an endpoint (`router serve` and vLLM "
-        "decode them in one batch)",
-        ge=1,
-        le=256,
+        "decode them in batches; 0: all at once)",
+        ge=0,
+        le=10**6,
     )
 
     @property
