@@ -182,7 +182,7 @@ class LocalStream:
 
     def admit(self, batch: list[Pending]) -> Finished:
         finished: Finished = []
-        rows = []
+        rows, temperatures = [], []
         limit = self.decoder.context
         for pending in batch:
             try:  # a request's own problem (its template, its prompt) is its error alone
@@ -198,7 +198,7 @@ class LocalStream:
                 continue
             self.waiting[id(pending)] = (pending, ids)
             rows.append((id(pending), ids, budget))
-        temperatures = [self.waiting[key][0].temperature for key, _, _ in rows]
+            temperatures.append(pending.temperature)
         return finished + self._answered(self.rows.admit(rows, temperatures))
 
     def step(self) -> Finished:

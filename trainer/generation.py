@@ -324,21 +324,21 @@ class DecodeStream:
         if temperatures is None:
             temperatures = [self.temperature] * len(prompts)
         empty = [(key, Sample([], [])) for key, _, budget in prompts if budget <= 0]
-        kept = [(p, t) for p, t in zip(prompts, temperatures, strict=True) if p[2] > 0]
-        prompts = [p for p, _ in kept]
-        if not prompts:
+        rows = [
+            _Row(key, prompt, budget, temperature)
+            for (key, prompt, budget), temperature in zip(
+                prompts, temperatures, strict=True
+            )
+            if budget > 0
+        ]
+        if not rows:
             return empty
-        prefilled = self.generator._prefill([p for _, p, _ in prompts], self.previous)
+        prefilled = self.generator._prefill([r.prompt for r in rows], self.previous)
         old = [
             _kept(self.cache, index, row.sequence)
             for index, row in enumerate(self.rows)
         ]
-        self.rows += [
-            _Row(key, prompt, budget, temperature)
-            for (key, prompt, budget), (_, temperature) in zip(
-                prompts, kept, strict=True
-            )
-        ]
+        self.rows += rows
         caches = [*old, *(kept for kept, _ in prefilled)]
         width = max(len(k.tokens) for k in caches)
         self.cache = _cache(self.generator.model.config, caches, width)

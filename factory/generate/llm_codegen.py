@@ -79,11 +79,17 @@ class Attempt:
     output: str = ""
 
 
+def _example_kit(spec: CapabilitySpec, kit: Toolkit) -> str:
+    """The kit the worked examples are on: the spec's, or for an inline target
+    (whose kit the model writes) the phone kit."""
+    return EXAMPLE_KIT if isinstance(spec.target, InlineTarget) else kit.id
+
+
 def shown_example(spec: CapabilitySpec, kit: Toolkit) -> tuple[str, str]:
     """The built-in task module shown as the worked example (name, source): one on
-    the kit (the phone kit for an inline target) that trains another capability
-    than `spec`'s, so the answer cannot be the example itself."""
-    kit_id = EXAMPLE_KIT if isinstance(spec.target, InlineTarget) else kit.id
+    the example kit that trains another capability than `spec`'s, so the answer
+    cannot be the example itself."""
+    kit_id = _example_kit(spec, kit)
     for archetype in archetypes().values():
         if kit_id in archetype.kits and archetype.id != spec.name:
             path = archetype.task_source(kit_id)
@@ -121,16 +127,19 @@ def _text(path: Path) -> str:
     return path.read_text(encoding="utf-8")
 
 
-def prompt(spec: CapabilitySpec, kit: Toolkit) -> list[dict[str, str]]:
-    """The opening system and user messages for `spec` on `kit`.
+def prompt(
+    spec: CapabilitySpec, kit: Toolkit, shown: tuple[str, str]
+) -> list[dict[str, str]]:
+    """The opening system and user messages for `spec` on `kit`, with the `shown`
+    worked example (`shown_example`).
 
     An inline target's request also shows a whole built-in kit as the example of
     the kit modules to write (the phone kit: self-contained, no shared modules).
     """
     codegen = templates_dir() / "codegen"
     inline = isinstance(spec.target, InlineTarget)
-    example_kit = EXAMPLE_KIT if inline else kit.id
-    example_name, example = shown_example(spec, kit)
+    example_kit = _example_kit(spec, kit)
+    example_name, example = shown
     system = (
         templates()
         .get_template("codegen/system.j2")
@@ -206,7 +215,12 @@ def _parse(spec: CapabilitySpec, text: str) -> CodegenAnswer:
 
 
 def _review(
-    spec: CapabilitySpec, kit: Toolkit, text: str, stage: Stage, attempt: Attempt
+    spec: CapabilitySpec,
+    kit: Toolkit,
+    shown: tuple[str, str],
+    text: str,
+    stage: Stage,
+    attempt: Attempt,
 ) -> tuple[Path, ValidationReport | None] | None:
     """Check and validate one answer; record why it is refused (None) or return its stage."""
     try:
@@ -223,7 +237,7 @@ def _review(
         )
         return None
     attempt.problems += check_task_module(answer.task_module, kit.schemas)
-    attempt.problems += copied(answer.task_module, shown_example(spec, kit))
+    attempt.problems += copied(answer.task_module, shown)
     if isinstance(answer, KitAnswer):
         attempt.problems += check_kit_modules(
             answer.tools_module, answer.world_module, kit.schemas
@@ -310,14 +324,17 @@ def write_task(
     temperature: float = 0.2,
 ) -> tuple[Path, ValidationReport | None]:
     """Attempts until one validates: its staged folder and report; else ValidationFailed."""
-    messages = prompt(spec, kit)
+    shown = shown_example(
+        spec, kit
+    )  # the same example in the prompt and the copy check
+    messages = prompt(spec, kit, shown)
     history: list[Attempt] = []
     for number in range(1, attempts + 1):
         attempt = Attempt(number)
         history.append(attempt)
         try:
             attempt.answer = _ask(client, model, messages, temperature)
-            staged = _review(spec, kit, attempt.answer, stage, attempt)
+            staged = _review(spec, kit, shown, attempt.answer, stage, attempt)
         except EndpointTimeout as exc:
             attempt.problems.append(str(exc))
             staged = None
