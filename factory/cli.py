@@ -16,13 +16,20 @@ from annotated_types import Interval
 
 from factory.analyze.settings import AnalysisSettings
 from factory.archetypes import support_table
-from factory.errors import FactoryError, printable
+from factory.errors import FactoryError
 from factory.generate.build import Codegen, generate
 from factory.generate.settings_check import MAX_SEEDS
-from factory.settings import Command, Derived, command_parser, from_arguments, number
+from factory.settings import (
+    Command,
+    Derived,
+    command_parser,
+    dispatch,
+    from_arguments,
+    number,
+)
 from factory.spec import json_schema
 from factory.validate.calibrate import CalibrationSettings
-from factory.validate.runner import ValidationFailed, validate_package
+from factory.validate.runner import validate_package
 
 
 def _schema(_: argparse.Namespace) -> int:
@@ -142,15 +149,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; bad input exits 2 with a message, a failed validation exits 1."""
-    arguments = build_parser().parse_args(argv)
-    try:
-        return arguments.run(arguments)
-    except ValidationFailed as exc:
-        print(f"factory: validation failed\n{printable(exc)}", file=sys.stderr)
-        return 1
-    except FactoryError as exc:
-        print(f"factory: error: {printable(exc)}", file=sys.stderr)
-        return 2
+    return dispatch(
+        "factory", lambda: build_parser().parse_args(argv), (FactoryError,),
+        "stopped; nothing half-written was moved into place",
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

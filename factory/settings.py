@@ -14,8 +14,11 @@ beside other options, and `trainer --config` files read those options back.
 from __future__ import annotations
 
 import argparse
+import logging
 import math
 import re
+import signal
+import sys
 import types
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -24,7 +27,7 @@ from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 from pydantic_core import PydanticUndefined
 
-from factory.errors import FactoryError
+from factory.errors import FactoryError, printable
 from factory.version import add_version
 
 Model = TypeVar("Model", bound=BaseModel)
@@ -215,3 +218,44 @@ def command_parser(
         sub.set_defaults(run=command.run)
         built[name] = sub
     return parser, built
+
+
+def _stop(number: int, frame: object) -> None:
+    raise KeyboardInterrupt(number)
+
+
+def dispatch(
+    prog: str,
+    parse: Callable[[], argparse.Namespace],
+    errors: tuple[type[BaseException], ...],
+    stopped: str,
+    stops: tuple[type[BaseException], ...] = (),
+) -> int:
+    """Run the parsed command with the exit codes every CLI shares, one line each:
+    2 for `errors` (their message names the fix; one with an `exit_code` its own)
+    and paths the system refuses,
+    128 + N when stopped by signal N (SIGTERM like Ctrl-C: `stopped` says what is
+    left; `stops` are the command's own stop exceptions, with their signal's
+    `number`). A command that handles signals itself (a GRPO run) installs its own."""
+    logging.basicConfig(
+        level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
+    previous = signal.signal(signal.SIGTERM, _stop)
+    try:
+        arguments = parse()
+        return arguments.run(arguments)
+    except errors as exc:
+        print(f"{prog}: error: {printable(exc)}", file=sys.stderr)
+        return getattr(exc, "exit_code", 2)
+    except OSError as exc:  # a path too long, a full disk, a folder we may not read
+        where = f"{printable(exc.filename)}: " if exc.filename else ""
+        print(
+            f"{prog}: error: {where}{printable(exc.strerror or exc)}", file=sys.stderr
+        )
+        return 2
+    except (KeyboardInterrupt, *stops) as exc:
+        number = getattr(exc, "number", exc.args[0] if exc.args else signal.SIGINT)
+        print(f"{prog}: {stopped}", file=sys.stderr)
+        return 128 + int(number)
+    finally:
+        signal.signal(signal.SIGTERM, previous)  # callers in-process get theirs back

@@ -328,6 +328,11 @@ def fit(
 
     from router.probe import fit_probe, save_probe
 
+    if not settings.base_envs:
+        raise RouterError(
+            "--base-envs: give at least one environment whose tasks need no adapter"
+        )
+
     # The probe reads hidden states, which no calibration changes.
     loaded = load(settings.model_copy(update={"calibration": "none"}))
     chosen = tasks(settings, loaded.capabilities, examples, first_seed)

@@ -13,14 +13,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 from pathlib import Path
 
 from annotated_types import Interval
 
-from factory.errors import FactoryError, printable
-from factory.settings import Command, Derived, command_parser, from_arguments, number
+from factory.errors import FactoryError
+from factory.settings import (
+    Command,
+    Derived,
+    command_parser,
+    dispatch,
+    from_arguments,
+    number,
+)
 from router import build
 from router.errors import RouterError
 from router.settings import BATCH_NEEDS_REQUESTS, RouterSettings, RoutingSettings
@@ -42,10 +48,6 @@ def _route(arguments: argparse.Namespace) -> int:
 
 
 def _fit(arguments: argparse.Namespace) -> int:
-    if not arguments.base_envs:
-        raise RouterError(
-            "--base-envs: give at least one environment whose tasks need no adapter"
-        )
     probe, path, seen = build.fit(
         _settings(arguments), arguments.examples, arguments.first_seed,
         arguments.regularisation, arguments.force,
@@ -146,18 +148,10 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point: bad input exits 2 with a message naming the fix."""
     from trainer.errors import TrainerError
 
-    logging.basicConfig(
-        level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
-    )
-    arguments = build_parser().parse_args(argv)
-    try:
-        return arguments.run(arguments)
-    except (RouterError, TrainerError, FactoryError) as exc:
-        print(f"router: error: {printable(exc)}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("router: interrupted; nothing was moved into place", file=sys.stderr)
-        return 130
+    return dispatch(
+        "router", lambda: build_parser().parse_args(argv),
+        (RouterError, TrainerError, FactoryError), "stopped; nothing was moved into place",
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

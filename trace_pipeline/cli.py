@@ -14,13 +14,14 @@ stages and jobs are kept).
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 from pathlib import Path
 
-from factory.errors import printable
-from factory.settings import Command, command_parser
+from factory.errors import FactoryError
+from factory.settings import Command, command_parser, dispatch
+from router.errors import RouterError
 from trace_pipeline.errors import PipelineError
+from trainer.errors import TrainerError
 
 
 def _run(arguments: argparse.Namespace) -> int:
@@ -103,34 +104,13 @@ def build_parser() -> argparse.ArgumentParser:
     )[0]
 
 
-def _stop(number: int, frame: object) -> None:
-    raise KeyboardInterrupt(number)
-
-
 def main(argv: list[str] | None = None) -> int:
     """Entry point: a bad input exits 2 with a message naming it and the fix."""
-    previous = signal.signal(signal.SIGTERM, _stop)
-    try:
-        arguments = build_parser().parse_args(argv)
-        return arguments.run(arguments)
-    except PipelineError as exc:
-        print(f"trace: error: {printable(exc)}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt as exc:
-        number = exc.args[0] if exc.args else signal.SIGINT
-        print("trace: stopped; rerun the same command to continue", file=sys.stderr)
-        return 128 + int(number)
-    except Exception as exc:  # noqa: BLE001 - a stage's own error type names the fix
-        from factory.errors import FactoryError
-        from router.errors import RouterError
-        from trainer.errors import TrainerError
-
-        if isinstance(exc, (FactoryError, RouterError, TrainerError, OSError)):
-            print(f"trace: error: {printable(exc)}", file=sys.stderr)
-            return 2
-        raise
-    finally:
-        signal.signal(signal.SIGTERM, previous)  # callers in-process get theirs back
+    return dispatch(
+        "trace", lambda: build_parser().parse_args(argv),
+        (PipelineError, FactoryError, RouterError, TrainerError),
+        "stopped; rerun the same command to continue",
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -15,13 +15,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
-import signal
 import sys
 from pathlib import Path
 
-from factory.errors import printable
-from factory.settings import Command, Derived, command_parser
+from factory.settings import Command, Derived, command_parser, dispatch
 from trainer.config import TrainConfig
 from trainer.errors import Interrupted, TrainerError
 from trainer.options import (
@@ -134,29 +131,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: bad input exits 2 with a message naming the fix."""
-    logging.basicConfig(
-        level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
-    )
-    try:
-        arguments = parse(*_commands(), argv)
-        return arguments.run(arguments)
-    except TrainerError as exc:
-        print(f"trainer: error: {printable(exc)}", file=sys.stderr)
-        return 2
-    except OSError as exc:  # a path the system refuses (too long, no space, ...)
-        print(
-            f"trainer: error: {printable(exc.filename or '')}: {printable(exc.strerror or exc)}",
-            file=sys.stderr,
-        )
-        return 2
-    except (Interrupted, KeyboardInterrupt) as exc:
-        number = exc.number if isinstance(exc, Interrupted) else signal.SIGINT
-        print(
-            "trainer: stopped at once; a checkpoint already in --out, if any, is complete "
-            "and --resume continues it",
-            file=sys.stderr,
-        )
-        return 128 + number
+    return dispatch(
+        "trainer", lambda: parse(*_commands(), argv), (TrainerError,),
+        "stopped at once; a checkpoint already in --out, if any, is complete and "
+        "--resume continues it", stops=(Interrupted,),
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

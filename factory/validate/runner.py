@@ -28,6 +28,8 @@ from factory.validate.static_checks import check_package
 class ValidationFailed(FactoryError):
     """The package was built but does not meet the contract; the report says why."""
 
+    exit_code = 1  # not a bad input (2): the CLIs tell the two apart
+
 
 @dataclass
 class ValidationReport:

@@ -1,0 +1,74 @@
+"""Every CLI's exit codes come from one place (`factory.settings.dispatch`): one
+line and 2 for a bad input or a refused path, a command's own code where its error
+carries one, 128 + N when stopped by signal N, and the caller's SIGTERM handler back."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+
+import pytest
+
+from factory.errors import FactoryError
+from factory.settings import dispatch
+from factory.validate.runner import ValidationFailed
+
+
+class Stop(BaseException):
+    def __init__(self, number: int) -> None:
+        super().__init__(number)
+        self.number = number
+
+
+def _run(action, capsys) -> tuple[int, list[str]]:
+    def command(_: argparse.Namespace) -> int:
+        return action()
+
+    code = dispatch(
+        "tool",
+        lambda: argparse.Namespace(run=command),
+        (FactoryError,),
+        "stopped; rerun it",
+        stops=(Stop,),
+    )
+    return code, capsys.readouterr().err.splitlines()
+
+
+def _raise(exc: BaseException):
+    def action() -> int:
+        raise exc
+
+    return action
+
+
+@pytest.mark.parametrize(
+    ("exc", "code", "line"),
+    [
+        (FactoryError("bad \x1b[31mkey; fix it"), 2, "tool: error: bad \\x1b[31mkey; fix it"),
+        (ValidationFailed("tests failed"), 1, "tool: error: tests failed"),
+        (PermissionError(13, "Permission denied", "/x/out"), 2,
+         "tool: error: /x/out: Permission denied"),
+        (KeyboardInterrupt(), 130, "tool: stopped; rerun it"),
+        (Stop(signal.SIGTERM), 143, "tool: stopped; rerun it"),
+    ],
+)  # fmt: skip
+def test_each_ending_is_one_line_and_its_code(exc, code, line, capsys) -> None:
+    assert _run(_raise(exc), capsys) == (code, [line])
+
+
+def test_sigterm_stops_the_command_and_the_handler_is_restored(capsys) -> None:
+    before = signal.getsignal(signal.SIGTERM)
+
+    def terminated() -> int:
+        os.kill(os.getpid(), signal.SIGTERM)
+        return 0
+
+    assert _run(terminated, capsys) == (143, ["tool: stopped; rerun it"])
+    assert signal.getsignal(signal.SIGTERM) is before
+    assert _run(lambda: 0, capsys) == (0, [])
+
+
+def test_an_unexpected_error_is_not_hidden(capsys) -> None:
+    with pytest.raises(ZeroDivisionError):
+        _run(_raise(ZeroDivisionError()), capsys)
