@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 from annotated_types import Interval
@@ -153,7 +152,3 @@ def main(argv: list[str] | None = None) -> int:
         "factory", lambda: build_parser().parse_args(argv), (FactoryError,),
         "stopped; nothing half-written was moved into place",
     )  # fmt: skip
-
-
-if __name__ == "__main__":
-    sys.exit(main())

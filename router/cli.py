@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 from annotated_types import Interval
@@ -152,7 +151,3 @@ def main(argv: list[str] | None = None) -> int:
         "router", lambda: build_parser().parse_args(argv),
         (RouterError, TrainerError, FactoryError), "stopped; nothing was moved into place",
     )  # fmt: skip
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -14,7 +14,6 @@ stages and jobs are kept).
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from factory.errors import FactoryError
@@ -111,7 +110,3 @@ def main(argv: list[str] | None = None) -> int:
         (PipelineError, FactoryError, RouterError, TrainerError),
         "stopped; rerun the same command to continue",
     )  # fmt: skip
-
-
-if __name__ == "__main__":
-    sys.exit(main())

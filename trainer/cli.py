@@ -136,7 +136,3 @@ def main(argv: list[str] | None = None) -> int:
         "stopped at once; a checkpoint already in --out, if any, is complete and "
         "--resume continues it", stops=(Interrupted,),
     )  # fmt: skip
-
-
-if __name__ == "__main__":
-    sys.exit(main())
