@@ -231,12 +231,13 @@ def dispatch(
     stopped: str,
     stops: tuple[type[BaseException], ...] = (),
 ) -> int:
-    """Run the parsed command with the exit codes every CLI shares, one line each:
-    2 for `errors` (their message names the fix; one with an `exit_code` its own)
-    and paths the system refuses,
-    128 + N when stopped by signal N (SIGTERM like Ctrl-C: `stopped` says what is
-    left; `stops` are the command's own stop exceptions, with their signal's
-    `number`). A command that handles signals itself (a GRPO run) installs its own."""
+    """Run the parsed command with the exit codes every CLI shares, one line each.
+
+    2 for `errors` (their message names the fix; an error with an `exit_code` exits
+    with that) and for paths the system refuses; 128 + N when stopped by signal N:
+    SIGTERM is raised like Ctrl-C, `stops` are the command's own stop exceptions
+    (carrying the signal's `number`), and `stopped` says what is left. A command
+    that handles signals itself (a GRPO run) installs its own handlers meanwhile."""
     logging.basicConfig(
         level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )

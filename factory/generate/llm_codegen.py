@@ -324,9 +324,8 @@ def write_task(
     temperature: float = 0.2,
 ) -> tuple[Path, ValidationReport | None]:
     """Attempts until one validates: its staged folder and report; else ValidationFailed."""
-    shown = shown_example(
-        spec, kit
-    )  # the same example in the prompt and the copy check
+    # One example for the whole build: the prompt shows it, the copy check compares with it.
+    shown = shown_example(spec, kit)
     messages = prompt(spec, kit, shown)
     history: list[Attempt] = []
     for number in range(1, attempts + 1):
