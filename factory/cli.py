@@ -60,10 +60,9 @@ def _validate(arguments: argparse.Namespace) -> int:
         Path(arguments.package), arguments.seeds, arguments.timeout
     )
     print(report.summary())
-    if report.problems:
-        print("\n" + report.tests_output[-3000:] if not report.tests_passed else "")
-        return 1
-    return 0
+    if report.problems and not report.tests_passed:
+        print("\n" + report.tests_output[-3000:])
+    return 1 if report.problems else 0
 
 
 def _calibrate(arguments: argparse.Namespace) -> int:

@@ -99,3 +99,22 @@ def adapters(tiny_model_dir, tmp_path_factory) -> Path:
         }
         save_file(tensors, str(path))
     return folder
+
+
+def assert_fresh_logprobs(
+    model: Any, prompt: list[int], sample: Any, temperature: float
+) -> None:
+    """The log-probs a sampler returned equal a fresh pass over prompt + sample."""
+    import torch
+
+    from trainer.optimize import token_logprobs
+
+    sequence = torch.tensor([prompt + sample.tokens])
+    mask = torch.tensor([[0.0] * len(prompt) + [1.0] * len(sample.tokens)])
+    with torch.no_grad():
+        fresh = token_logprobs(
+            model, sequence, torch.ones_like(sequence), temperature, mask
+        )
+    assert torch.allclose(
+        fresh[0, len(prompt) :], torch.tensor(sample.logprobs), atol=1e-4
+    )

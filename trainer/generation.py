@@ -20,6 +20,7 @@ from trainer.models import cache_kwargs, pad_id, returned_cache
 from trainer.rollout import Sample
 
 STOP_STRINGS = ("</tool_call>",)
+PREFIXES = 2  # shared prompt prefixes a stream keeps for the rows that join later
 
 
 def _cut(
@@ -264,12 +265,15 @@ class TransformersGenerator:
 
     def _prefill(
         self, prompts: Sequence[list[int]], previous: Sequence[_Kept]
-    ) -> list[tuple[_Kept, torch.Tensor]]:
-        """Each prompt's cache and last logits, each distinct token encoded once."""
+    ) -> tuple[list[tuple[_Kept, torch.Tensor]], _Kept | None]:
+        """Each prompt's cache and last logits, each distinct token encoded once; and
+        the cache of the prefix the fresh prompts shared, if one was encoded (prompts
+        that join later may start from it: a task's system prompt and tools)."""
         if not self.reuse:
-            return [self._extend(None, p) for p in prompts]
+            return [self._extend(None, p) for p in prompts], None
         sources = [_source(previous, p) for p in prompts]
         fresh = [p for p, s in zip(prompts, sources, strict=True) if s is None]
+        common = None
         if len(fresh) > 1 and (shared := _shared_prefix(fresh)) > 0:
             common = self._extend(None, fresh[0][:shared])[0]
             sources = [common if s is None else s for s in sources]
@@ -277,7 +281,11 @@ class TransformersGenerator:
         for prompt, source in zip(prompts, sources, strict=True):
             if tuple(prompt) not in done:
                 done[tuple(prompt)] = self._extend(source, prompt)
-        return [done[tuple(p)] for p in prompts]
+        return [done[tuple(p)] for p in prompts], common
+
+    def stream(self, temperature: float) -> EpisodeTurns:
+        """Episodes' turns decoded continuously (see `EpisodeTurns`)."""
+        return EpisodeTurns(self, temperature)
 
 
 class DecodeStream:
@@ -301,6 +309,7 @@ class DecodeStream:
         self.generator = generator
         self.temperature = temperature
         self.previous = previous
+        self.prefixes: list[_Kept] = []  # shared prefixes encoded here, newest first
         self.device = next(generator.model.parameters()).device
         self.rows: list[_Row] = []
         self.cache: Any = None
@@ -333,7 +342,11 @@ class DecodeStream:
         ]
         if not rows:
             return empty
-        prefilled = self.generator._prefill([r.prompt for r in rows], self.previous)
+        prefilled, common = self.generator._prefill(
+            [r.prompt for r in rows], [*self.previous, *self.prefixes]
+        )
+        if common is not None:
+            self.prefixes = [common, *self.prefixes][:PREFIXES]
         old = [
             _kept(self.cache, index, row.sequence)
             for index, row in enumerate(self.rows)
@@ -418,6 +431,61 @@ class DecodeStream:
             self.attention = self.attention[indices]
         self.rows = [self.rows[i] for i in keep]
         return out
+
+
+class EpisodeTurns:
+    """Rollouts' turns decoded continuously: when an episode's turn ends, its next
+    turn joins the running batch at the following step, instead of every episode
+    waiting for the slowest turn of the round (what `collect` does with a plain
+    `Generator`), so the batch stays full while episodes last.
+
+    At most `batch_size` rows decode at once. A continuing episode takes back the
+    slot its turn just left, before any waiting first turn, so it always resumes
+    from its own kept cache (the pool holds the turns that ended at the last
+    step); a first turn joins when an episode ends, from the prompt prefix an
+    earlier admission encoded (`DecodeStream.prefixes`).
+    """
+
+    def __init__(self, generator: TransformersGenerator, temperature: float) -> None:
+        self.generator = generator
+        generator.kept = []
+        self.rows = DecodeStream(generator, temperature, [])
+        self.returned: set[Any] = set()  # keys with a finished turn: next ones continue
+        self.continuing: list[tuple[Any, list[int], int]] = []
+        self.first: list[tuple[Any, list[int], int]] = []
+
+    @property
+    def live(self) -> int:
+        """Turns submitted and not yet returned."""
+        return self.rows.live + len(self.continuing) + len(self.first)
+
+    def submit(self, key: Any, prompt: list[int], budget: int) -> None:
+        """Queue a turn: `prompt` is the episode's whole sequence so far."""
+        queue = self.continuing if key in self.returned else self.first
+        queue.append((key, prompt, budget))
+
+    @torch.no_grad()
+    def step(self) -> list[tuple[Any, Sample]]:
+        """Admit queued turns into the free slots, decode one token for every row,
+        and return the turns that ended."""
+        free = self.generator.batch_size - self.rows.live
+        queued = self.continuing + self.first
+        admitted, waiting = queued[:free], queued[free:]
+        self.continuing = [row for row in waiting if row[0] in self.returned]
+        self.first = [row for row in waiting if row[0] not in self.returned]
+        model = self.generator.model
+        training = model.training
+        if training:
+            model.eval()
+        done = self.rows.admit(admitted) if admitted else []
+        if self.rows.live:
+            done += self.rows.step()
+        if training:
+            model.train()
+        if done:  # the turns that ended are the pool their next turns resume from
+            self.rows.previous, self.generator.kept = self.generator.kept, []
+            self.returned.update(key for key, _ in done)
+        return done
 
 
 @dataclass

@@ -51,6 +51,59 @@ class Generator(Protocol):
         ...
 
 
+class Turns(Protocol):
+    """Episodes' turns in flight: `submit` queues one, `step` advances the decoding
+    and returns the turns that ended (key, sample), `live` counts those not yet
+    returned. A generator that can decode continuously offers `stream(temperature)`
+    (`trainer.generation.EpisodeTurns`); any other plays in lockstep."""
+
+    @property
+    def live(self) -> int: ...
+
+    def submit(self, key: Any, prompt: list[int], budget: int) -> None: ...
+
+    def step(self) -> list[tuple[Any, Sample]]: ...
+
+
+class Lockstep:
+    """Turns for any `Generator`: each step is one `generate` call over every queued
+    turn (each round of turns waits for the slowest; vLLM batches inside the call)."""
+
+    def __init__(self, generator: Generator, temperature: float) -> None:
+        self.generator = generator
+        self.temperature = temperature
+        self.queued: list[tuple[Any, list[int], int]] = []
+        self.resume = False  # the first round's prompts extend nothing sampled before
+
+    @property
+    def live(self) -> int:
+        return len(self.queued)
+
+    def submit(self, key: Any, prompt: list[int], budget: int) -> None:
+        self.queued.append((key, prompt, budget))
+
+    def step(self) -> list[tuple[Any, Sample]]:
+        queued, self.queued = self.queued, []
+        samples = self.generator.generate(
+            [prompt for _, prompt, _ in queued],
+            max(budget for *_, budget in queued),
+            self.temperature,
+            resume=self.resume,
+        )
+        self.resume = True
+        return [
+            (key, sample) for (key, *_), sample in zip(queued, samples, strict=True)
+        ]
+
+
+def turns(generator: Generator, temperature: float) -> Turns:
+    """The generator's continuous decoding if it has one, else lockstep rounds."""
+    stream = getattr(generator, "stream", None)
+    return (
+        stream(temperature) if stream is not None else Lockstep(generator, temperature)
+    )
+
+
 class Ending(enum.Enum):
     """How an episode ended."""
 
@@ -228,18 +281,18 @@ def collect(
         leave=False,
         disable=progress is None or distributed.rank() != 0 or None,
     )
-    resume = False  # the first turn's prompts extend nothing sampled before
-    while active := [e for e in episodes if not e.done]:
-        samples = generator.generate(
-            [e.tokens for e in active],
-            limits.max_new_tokens,
-            limits.temperature,
-            resume=resume,
-        )
-        resume = True
-        for episode, sample in zip(active, samples, strict=True):
+    flight = turns(generator, limits.temperature)
+    for key, episode in enumerate(episodes):
+        if not episode.done:
+            flight.submit(key, episode.tokens, limits.max_new_tokens)
+    while flight.live:
+        for key, sample in flight.step():
+            episode = episodes[key]
             _advance(episode, sample, chats[id(episode)], limits)
-        bar.update(sum(e.done for e in active))
+            if episode.done:
+                bar.update(1)
+            else:
+                flight.submit(key, episode.tokens, limits.max_new_tokens)
     bar.close()
     return groups
 

@@ -7,6 +7,7 @@ import json
 import pytest
 import torch
 
+from tests.conftest import assert_fresh_logprobs
 from trainer.chat import ChatFormat
 from trainer.config import TrainConfig
 from trainer.errors import TrainerError
@@ -216,7 +217,6 @@ def test_sampled_log_probs_are_the_policys_own(tiny_model_dir) -> None:
     and the cached steps change nothing."""
     from trainer.generation import TransformersGenerator
     from trainer.models import load_base, with_lora
-    from trainer.optimize import token_logprobs
 
     base, tokenizer = load_base(str(tiny_model_dir))
     model = with_lora(base, TrainConfig(lora_rank=4))
@@ -232,12 +232,4 @@ def test_sampled_log_probs_are_the_policys_own(tiny_model_dir) -> None:
         "rows must stop at different steps"
     )
     for prompt, sample in zip(prompts, samples, strict=True):
-        sequence = torch.tensor([prompt + sample.tokens])
-        mask = torch.tensor([[0.0] * len(prompt) + [1.0] * len(sample.tokens)])
-        with torch.no_grad():
-            fresh = token_logprobs(
-                model, sequence, torch.ones_like(sequence), 0.7, mask
-            )
-        assert torch.allclose(
-            fresh[0, len(prompt) :], torch.tensor(sample.logprobs), atol=1e-4
-        )
+        assert_fresh_logprobs(model, prompt, sample, 0.7)

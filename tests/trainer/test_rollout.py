@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import types
 
 import pytest
 import torch
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, assert_fresh_logprobs
 from trainer.config import TrainConfig
 from trainer.envs import resolve_env
 from trainer.errors import TrainerError
@@ -290,7 +291,6 @@ def test_kept_caches_across_turns_change_no_log_prob(tmp_path, sliding_window) -
     far fewer prompt tokens are encoded than the prompts hold."""
     from trainer.generation import TransformersGenerator
     from trainer.models import load_base, with_lora
-    from trainer.optimize import token_logprobs
     from trainer.tiny import build_tiny_model
 
     folder = build_tiny_model(tmp_path / "m", layers=4, sliding_window=sliding_window)
@@ -308,21 +308,86 @@ def test_kept_caches_across_turns_change_no_log_prob(tmp_path, sliding_window) -
         samples = generator.generate(prompts, 10, 0.7, resume=turn > 0)
         held += sum(len(p) for p in prompts)
         for prompt, sample in zip(prompts, samples, strict=True):
-            sequence = torch.tensor([prompt + sample.tokens])
-            mask = torch.tensor([[0.0] * len(prompt) + [1.0] * len(sample.tokens)])
-            with torch.no_grad():
-                fresh = token_logprobs(
-                    model, sequence, torch.ones_like(sequence), 0.7, mask
-                )
-            assert torch.allclose(
-                fresh[0, len(prompt) :], torch.tensor(sample.logprobs), atol=1e-4
-            )
+            assert_fresh_logprobs(model, prompt, sample, 0.7)
         prompts = [
             p + s.tokens + tokenizer(f" answer {turn}" * (i + 1))["input_ids"]
             for i, (p, s) in enumerate(zip(prompts, samples, strict=True))
         ]
     assert max(len(p) for p in prompts) > 10 * 6
     assert generator.encoded < 0.6 * held
+
+
+def _play(flight, prompts: list[list[int]], turns: int, tokenizer, live=None):
+    """Each prompt an episode of `turns` turns, its next prompt its sequence plus an
+    answer of its own length; returns each episode's turns as (prompt, sample)."""
+    played: dict[int, list] = {key: [] for key in range(len(prompts))}
+    for key, prompt in enumerate(prompts):
+        flight.submit(key, prompt, 10)
+    current = dict(enumerate(prompts))
+    while flight.live:
+        for key, sample in flight.step():
+            played[key].append((current[key], sample))
+            if len(played[key]) < turns:
+                answer = tokenizer(f" answer {len(played[key])}" * (key + 1))
+                current[key] = current[key] + sample.tokens + answer["input_ids"]
+                flight.submit(key, current[key], 10)
+        if live is not None:
+            live.append(flight.rows.live)
+    return played
+
+
+@pytest.mark.parametrize("sliding_window", [None, 6], ids=["qwen2", "gemma3-sliding"])
+def test_turns_decoded_continuously_match_lockstep_and_keep_the_batch_full(
+    tmp_path, sliding_window
+) -> None:
+    """`EpisodeTurns`: an episode's next turn joins the running batch as its last
+    one ends. Greedy, every episode writes what lockstep rounds write; sampled, each
+    log-prob equals a fresh pass over the whole sequence; no more than `batch_size`
+    rows decode at once; first turns that join late start from the prefix encoded
+    for the first ones, and far fewer prompt tokens are encoded than the prompts hold."""
+    from trainer.generation import TransformersGenerator
+    from trainer.models import load_base, with_lora
+    from trainer.rollout import Lockstep
+    from trainer.tiny import build_tiny_model
+
+    folder = build_tiny_model(tmp_path / "m", layers=4, sliding_window=sliding_window)
+    base, tokenizer = load_base(str(folder))
+    model = with_lora(base, TrainConfig(lora_rank=4))
+    system = "a shared system prompt with the tools listed " * 3
+    prompts = [
+        tokenizer(system + text)["input_ids"]
+        for text in ("one", "one", "two is longer", "three", "four")
+    ]
+    shared = len(os.path.commonprefix(prompts))  # the system prompt's tokens
+
+    def generator() -> TransformersGenerator:
+        made = TransformersGenerator(model, tokenizer, batch_size=3)
+        made.stops |= set(tokenizer("abcdefg")["input_ids"])  # turns of other lengths
+        return made
+
+    rounds = generator()
+    lockstep = _play(Lockstep(rounds, 0.0), prompts, 4, tokenizer)
+    continuous = generator()
+    live: list[int] = []
+    greedy = _play(continuous.stream(0.0), prompts, 4, tokenizer, live)
+    for key in lockstep:
+        assert [s.tokens for _, s in greedy[key]] == [
+            s.tokens for _, s in lockstep[key]
+        ], key
+    assert max(live) == 3 and live[-1] == 0
+    # the two first turns that joined late started from the system prompt the
+    # first three shared; lockstep's second round encoded it again
+    assert continuous.encoded == rounds.encoded - shared
+
+    torch.manual_seed(0)
+    sampling = generator()
+    played = _play(sampling.stream(0.7), prompts, 4, tokenizer)
+    held = 0
+    for turns in played.values():
+        for prompt, sample in turns:
+            held += len(prompt)
+            assert_fresh_logprobs(model, prompt, sample, 0.7)
+    assert sampling.encoded < 0.5 * held
 
 
 @pytest.mark.parametrize("sliding_window", [None, 6], ids=["qwen2", "gemma3-sliding"])
@@ -335,7 +400,6 @@ def test_a_pool_of_kept_caches_serves_conversations_in_any_order(
     prefix where no sliding window dropped it; the log-probs equal a fresh pass."""
     from trainer.generation import TransformersGenerator
     from trainer.models import load_base
-    from trainer.optimize import token_logprobs
     from trainer.tiny import build_tiny_model
 
     folder = build_tiny_model(tmp_path / "m", layers=2, sliding_window=sliding_window)
@@ -349,13 +413,7 @@ def test_a_pool_of_kept_caches_serves_conversations_in_any_order(
     before = generator.encoded
     later = [first[0][:-1] + tokenizer(" diverges after all")["input_ids"]]
     (sample,) = generator.generate(later, 8, 0.0)
-    sequence = torch.tensor([later[0] + sample.tokens])
-    mask = torch.tensor([[0.0] * len(later[0]) + [1.0] * len(sample.tokens)])
-    with torch.no_grad():
-        fresh = token_logprobs(model, sequence, torch.ones_like(sequence), 1.0, mask)
-    assert torch.allclose(
-        fresh[0, len(later[0]) :], torch.tensor(sample.logprobs), atol=1e-4
-    )
+    assert_fresh_logprobs(model, later[0], sample, 1.0)
     encoded = generator.encoded - before
     assert encoded == (
         len(later[0]) if sliding_window else len(later[0]) - len(first[0]) + 1
