@@ -43,6 +43,18 @@ def _cut(
     return Sample(tokens[:end], logprobs[:end])
 
 
+def _draw(logprobs: torch.Tensor) -> torch.Tensor:
+    """One token per row from log-probs [rows, vocab], by inverse CDF: a uniform draw
+    looked up in the cumulative sum (float64, so a 262k vocabulary's tail keeps its
+    mass). Written by hand because `torch.multinomial` takes about 20x as long on CPU
+    for one draw per row from a large vocabulary (41 ms against 2 ms for 8 x 262,144:
+    a fifth of a Gemma 3 270M decode step)."""
+    cumulative = logprobs.exp().double().cumsum(-1)
+    uniform = torch.rand(len(logprobs), 1, dtype=torch.float64, device=logprobs.device)
+    token = torch.searchsorted(cumulative, uniform * cumulative[:, -1:], right=True)
+    return token.clamp_(max=logprobs.shape[-1] - 1)
+
+
 def _stopped(tokenizer: Any, tokens: list[int], stop_strings: Sequence[str]) -> bool:
     """Whether the last few tokens complete a stop string (the exact cut is `_cut`'s)."""
     tail = tokenizer.decode(tokens[-16:])
@@ -394,7 +406,7 @@ class DecodeStream:
         token = scaled.argmax(-1, keepdim=True)  # [rows, 1]
         sampled = [i for i, row in enumerate(rows) if row.temperature]
         if sampled:
-            token[sampled] = torch.multinomial(scaled[sampled].exp(), 1)
+            token[sampled] = _draw(scaled[sampled])
         picked = scaled.gather(-1, token).squeeze(-1)
         stopped = torch.isin(token.squeeze(-1), self.stops).tolist()
         generator = self.generator
