@@ -1,7 +1,9 @@
 """Rollout engine: G groups of K episodes, every active episode advanced together.
 
-Each turn makes one batched generation over all unfinished episodes. An episode
-is kept as token ids: the prompt, then each turn's sampled tokens (mask 1, with
+Turns are decoded in one batch: with transformers, an episode's next turn joins
+the running batch as soon as its last one ends (continuous batching); with any
+other generator, in rounds of one batched call per turn. An episode is kept as
+token ids: the prompt, then each turn's sampled tokens (mask 1, with
 the sampling policy's log-probs) and the template's tokens of the environment's
 answer (mask 0), so the trained tokens are exactly the sampled ones. The same
 code runs over any `Generator` (transformers here, vLLM on GPUs).
