@@ -20,7 +20,7 @@ from trainer.models import cache_kwargs, pad_id, returned_cache
 from trainer.rollout import Sample
 
 STOP_STRINGS = ("</tool_call>",)
-PREFIXES = 2  # shared prompt prefixes a stream keeps for the rows that join later
+PREFIXES = 4  # prompt prefixes a stream keeps for the rows that join later
 
 
 def _cut(
@@ -287,24 +287,36 @@ class TransformersGenerator:
         return _kept(returned_cache(output), 0, tokens), output.logits[0, -1]
 
     def _prefill(
-        self, prompts: Sequence[list[int]], previous: Sequence[_Kept]
-    ) -> tuple[list[tuple[_Kept, torch.Tensor]], _Kept | None]:
+        self,
+        prompts: Sequence[list[int]],
+        previous: Sequence[_Kept],
+        hold: Sequence[list[int]] = (),
+    ) -> tuple[list[tuple[_Kept, torch.Tensor]], list[_Kept]]:
         """Each prompt's cache and last logits, each distinct token encoded once; and
-        the cache of the prefix the fresh prompts shared, if one was encoded (prompts
-        that join later may start from it: a task's system prompt and tools)."""
+        caches that prompts joining later may start from: the prefix the fresh
+        prompts shared (a task's system prompt and tools), and each `hold` prompt
+        but its last token (a group's first prompt, for its siblings still queued)."""
         if not self.reuse:
-            return [self._extend(None, p) for p in prompts], None
+            return [self._extend(None, p) for p in prompts], []
         sources = [_source(previous, p) for p in prompts]
         fresh = [p for p, s in zip(prompts, sources, strict=True) if s is None]
-        common = None
+        kept: list[_Kept] = []
         if len(fresh) > 1 and (shared := _shared_prefix(fresh)) > 0:
-            common = self._extend(None, fresh[0][:shared])[0]
-            sources = [common if s is None else s for s in sources]
+            kept.append(self._extend(None, fresh[0][:shared])[0])
+            sources = [kept[0] if s is None else s for s in sources]
+        held = {tuple(p) for p in hold}
         done: dict[tuple[int, ...], tuple[_Kept, torch.Tensor]] = {}
         for prompt, source in zip(prompts, sources, strict=True):
-            if tuple(prompt) not in done:
-                done[tuple(prompt)] = self._extend(source, prompt)
-        return [done[tuple(p)] for p in prompts], common
+            if tuple(prompt) in done:
+                continue
+            if (
+                tuple(prompt) in held
+                and len(source.tokens if source else ()) < len(prompt) - 1
+            ):
+                source = self._extend(source, prompt[:-1])[0]
+                kept.insert(0, source)
+            done[tuple(prompt)] = self._extend(source, prompt)
+        return [done[tuple(p)] for p in prompts], kept
 
     def stream(self, temperature: float) -> EpisodeTurns:
         """Episodes' turns decoded continuously (see `EpisodeTurns`)."""
@@ -332,7 +344,7 @@ class DecodeStream:
         self.generator = generator
         self.temperature = temperature
         self.previous = previous
-        self.prefixes: list[_Kept] = []  # shared prefixes encoded here, newest first
+        self.prefixes: list[_Kept] = []  # prompt prefixes encoded here, newest first
         self.device = next(generator.model.parameters()).device
         self.rows: list[_Row] = []
         self.cache: Any = None
@@ -349,10 +361,12 @@ class DecodeStream:
         self,
         prompts: Sequence[tuple[Any, list[int], int]],
         temperatures: Sequence[float] | None = None,
+        hold: Sequence[list[int]] = (),
     ) -> list[tuple[Any, Sample]]:
         """Add (key, prompt, token budget) rows, each sampled at its own temperature
         (default: the stream's); those that stop at once are returned (a budget of
-        0 at once, with nothing sampled)."""
+        0 at once, with nothing sampled). `hold`: prompts that rows joining later
+        repeat, whose caches `prefixes` keeps (see `_prefill`)."""
         if temperatures is None:
             temperatures = [self.temperature] * len(prompts)
         empty = [(key, Sample([], [])) for key, _, budget in prompts if budget <= 0]
@@ -365,11 +379,10 @@ class DecodeStream:
         ]
         if not rows:
             return empty
-        prefilled, common = self.generator._prefill(
-            [r.prompt for r in rows], [*self.previous, *self.prefixes]
+        prefilled, kept = self.generator._prefill(
+            [r.prompt for r in rows], [*self.previous, *self.prefixes], hold
         )
-        if common is not None:
-            self.prefixes = [common, *self.prefixes][:PREFIXES]
+        self.prefixes = [*kept, *self.prefixes][:PREFIXES]
         joining = [kept for kept, _ in prefilled]
         lengths = [len(row.sequence) for row in self.rows] + [
             len(k.tokens) for k in joining
@@ -469,8 +482,9 @@ class EpisodeTurns:
     At most `batch_size` rows decode at once. A continuing episode takes back the
     slot its turn just left, before any waiting first turn, so it always resumes
     from its own kept cache (the pool holds the turns that ended at the last
-    step); a first turn joins when an episode ends, from the prompt prefix an
-    earlier admission encoded (`DecodeStream.prefixes`).
+    step); a first turn joins when an episode ends, from what an earlier admission
+    left in `DecodeStream.prefixes`: the system prompt the first turns shared, or
+    its group's whole prompt (held while siblings of an admitted first turn wait).
     """
 
     def __init__(self, generator: TransformersGenerator, temperature: float) -> None:
@@ -500,11 +514,18 @@ class EpisodeTurns:
         admitted, waiting = queued[:free], queued[free:]
         self.continuing = [row for row in waiting if row[0] in self.returned]
         self.first = [row for row in waiting if row[0] not in self.returned]
+        # a first turn whose group's siblings still wait leaves its prompt's cache to them
+        queued_first = {tuple(prompt) for _, prompt, _ in self.first}
+        hold = [
+            prompt
+            for key, prompt, _ in admitted
+            if key not in self.returned and tuple(prompt) in queued_first
+        ]
         model = self.generator.model
         training = model.training
         if training:
             model.eval()
-        done = self.rows.admit(admitted) if admitted else []
+        done = self.rows.admit(admitted, hold=hold) if admitted else []
         if self.rows.live:
             done += self.rows.step()
         if training:
