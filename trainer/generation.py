@@ -96,7 +96,7 @@ def _cache(config: Any, rows: Sequence[_Kept], width: int, running: Any = None) 
         columns = min(width, layer.sliding_window - 1) if layer.is_sliding else width
         tensors = []
         for i in (0, 1):
-            sources = [*([(old.keys, old.values)[i]] if old else []),
+            sources = [*([(old.keys, old.values)[i]] if old is not None else []),
                        *(part[i] for part in parts)]  # fmt: skip
             first = sources[0]
             batch = sum(len(t) for t in sources)
@@ -379,10 +379,10 @@ class DecodeStream:
         ]
         if not rows:
             return empty
-        prefilled, kept = self.generator._prefill(
+        prefilled, prefixes = self.generator._prefill(
             [r.prompt for r in rows], [*self.previous, *self.prefixes], hold
         )
-        self.prefixes = [*kept, *self.prefixes][:PREFIXES]
+        self.prefixes = [*prefixes, *self.prefixes][:PREFIXES]
         joining = [kept for kept, _ in prefilled]
         lengths = [len(row.sequence) for row in self.rows] + [
             len(k.tokens) for k in joining
@@ -510,17 +510,13 @@ class EpisodeTurns:
         """Admit queued turns into the free slots, decode one token for every row,
         and return the turns that ended."""
         free = self.generator.batch_size - self.rows.live
-        queued = self.continuing + self.first
-        admitted, waiting = queued[:free], queued[free:]
-        self.continuing = [row for row in waiting if row[0] in self.returned]
-        self.first = [row for row in waiting if row[0] not in self.returned]
+        continuing, self.continuing = self.continuing[:free], self.continuing[free:]
+        starting = self.first[: free - len(continuing)]
+        self.first = self.first[len(starting) :]
+        admitted = continuing + starting
         # a first turn whose group's siblings still wait leaves its prompt's cache to them
         queued_first = {tuple(prompt) for _, prompt, _ in self.first}
-        hold = [
-            prompt
-            for key, prompt, _ in admitted
-            if key not in self.returned and tuple(prompt) in queued_first
-        ]
+        hold = [prompt for _, prompt, _ in starting if tuple(prompt) in queued_first]
         model = self.generator.model
         training = model.training
         if training:
