@@ -47,6 +47,8 @@ def main() -> None:
     base_job = root / ".jobs" / report["transcripts"]["base"] / "episodes.json"
     refused = {}
     for episode in json.loads(base_job.read_text("utf-8")):
+        if episode.get("configuration", "base") != "base":
+            continue
         errors = [
             m["content"]
             for m in episode["messages"]

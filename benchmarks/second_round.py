@@ -52,6 +52,7 @@ def main() -> None:
         key: {
             row["seed"]: row
             for row in json.loads((run / ".jobs" / job / "episodes.json").read_text())
+            if row.get("configuration", key) == key  # a job may play several
         }
         for key, job in report["transcripts"].items()
     }

@@ -4,12 +4,15 @@ Activating a single adapter is a pointer change (`set_adapter`); the base label
 turns the adapter layers off. A weighted mix (top-p routing, the uniform merge)
 is built once with peft's `add_weighted_adapter(..., combination_type="cat")`:
 one LoRA of rank sum r_c whose update is exactly sum_c alpha_c s_c B_c A_c, so
-the same mix saved with `export` is a plain adapter vLLM can serve.
+the same mix saved with `export` is a plain adapter vLLM can serve. Rows of
+different configurations can also share one batch (`configure_rows`), each
+row's update that same sum with its own weights.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +24,13 @@ from trainer.errors import first_line
 from trainer.models import peft_quietly
 
 MAX_MIXES = 8  # weighted mixes kept loaded (least recently used ones are deleted)
+
+RowConfig = tuple[tuple[str, float], ...]  # a configuration's weights, sorted by name
+
+
+def row_config(weights: dict[str, float]) -> RowConfig:
+    """The hashable form of a configuration's weights that `configure_rows` takes."""
+    return tuple(sorted(weights.items()))
 
 
 class AdapterBank:
@@ -56,6 +66,10 @@ class AdapterBank:
             str
         ] = []  # adapters played by name only (see add_baseline)
         self.mixes: OrderedDict[str, str] = OrderedDict()  # route key -> adapter name
+        # each layer's own scaling of the adapters `configure_rows` scaled per row
+        self.scalings: list[dict[str, float]] = [{} for _ in self.layers]
+        self.rows: list[RowConfig | None] | None = None  # what configure_rows set
+        self.row_names: list[str] = []  # the adapters those rows use
         self.built = 0
         self.active = BASE
         self.activate_weights({})
@@ -102,14 +116,18 @@ class AdapterBank:
 
     def adapter_for(self, weights: dict[str, float]) -> str:
         """The loaded adapter that applies `weights` (built when first asked for)."""
-        unknown = set(weights) - set(self.capabilities.names) - set(self.baselines)
+        self._known(weights)
+        if len(weights) == 1 and abs(next(iter(weights.values())) - 1) < 1e-9:
+            return next(iter(weights))
+        return self._mix(weights)
+
+    def _known(self, names: Any) -> None:
+        """Refuse adapter names that are neither a capability nor a baseline."""
+        unknown = set(names) - set(self.capabilities.names) - set(self.baselines)
         if unknown:
             raise RouterError(
                 f"no adapters named {sorted(unknown)}; have {self.capabilities.names}"
             )
-        if len(weights) == 1 and abs(next(iter(weights.values())) - 1) < 1e-9:
-            return next(iter(weights))
-        return self._mix(weights)
 
     def activate_weights(self, weights: dict[str, float]) -> str:
         """Make `weights` the live configuration ({}: the base model); returns its name."""
@@ -118,6 +136,49 @@ class AdapterBank:
         self.active = name
         return name
 
+    def configure_rows(self, configs: Sequence[RowConfig | None] | None) -> None:
+        """Set the next forward pass's rows each to its own configuration (`row_config`
+        of its weights; None or (): the base model), or with None back to the
+        configuration last activated. `TransformersGenerator(configure=...)` calls it
+        before every pass, so rows of different adapters and mixes decode in one
+        batch (multi-LoRA batching, as S-LoRA and vLLM serve many adapters at once).
+
+        Every adapter some row uses is active, its update scaled per row: peft's
+        layer adds B_c(A_c(x)) * scaling_c for each active adapter c, and a scaling
+        of shape [rows, 1, 1] holding w_row,c * s_c gives each row
+        sum_c w_row,c s_c B_c A_c x, the update `_mix` builds as one adapter.
+        """
+        if configs is None:
+            self._point(self.active)
+            return
+        configs = list(configs)
+        if configs != self.rows:
+            self._scale_rows(configs)
+        # set on every pass: peft's disable_adapter() (the router's scoring) re-enables
+        # every layer when it exits
+        for layer in self.layers:
+            layer._disable_adapters = not self.row_names
+            if self.row_names:
+                layer._active_adapter = self.row_names
+
+    def _scale_rows(self, configs: list[RowConfig | None]) -> None:
+        """Each layer's scaling of every adapter the rows use, as [rows, 1, 1]."""
+        import torch
+
+        weights = [dict(config or ()) for config in configs]
+        names = sorted({name for row in weights for name in row})
+        self._known(names)
+        device = next(self.model.parameters()).device
+        columns = torch.tensor(
+            [[row.get(name, 0.0) for name in names] for row in weights], device=device
+        )[:, :, None, None]  # [rows, adapters, 1, 1]
+        for layer, own in zip(self.layers, self.scalings, strict=True):
+            for index, name in enumerate(names):
+                if name in layer.scaling:  # an adapter may leave some layers alone
+                    scale = own.setdefault(name, layer.scaling[name])
+                    layer.scaling[name] = columns[:, index] * scale
+        self.rows, self.row_names = configs, names
+
     def _point(self, name: str) -> None:
         """Point every LoRA layer at adapter `name` (BASE: adapters off).
 
@@ -125,8 +186,13 @@ class AdapterBank:
         reset requires_grad on every adapter weight (for training); serving needs
         only the two attributes each layer's forward reads, so this sets just
         those: a pointer change per layer (about 15 ms -> well under 1 ms for
-        Gemma 3 270M with seven target modules).
+        Gemma 3 270M with seven target modules). Scalings `configure_rows` set per
+        row go back to each layer's own.
         """
+        if self.rows is not None:
+            for layer, own in zip(self.layers, self.scalings, strict=True):
+                layer.scaling.update(own)
+            self.rows, self.row_names = None, []
         for layer in self.layers:
             layer._disable_adapters = name == BASE
             if name != BASE:

@@ -398,9 +398,10 @@ def evaluate(
             loaded = load(settings, requests=requests)
             activate, capabilities = loaded.bank.activate_weights, loaded.capabilities
             router, tokenizer = loaded.router, loaded.tokenizer
-            generator = TransformersGenerator(
-                loaded.bank.model, tokenizer, generation_batch_size
-            )
+            generator = TransformersGenerator(  # every configuration in one batch
+                loaded.bank.model, tokenizer, generation_batch_size,
+                configure=loaded.bank.configure_rows,
+            )  # fmt: skip
             context = mixed_precision(precision, loaded.bank.model)
         with context:
             report = evaluate_routing(

@@ -82,7 +82,9 @@ class Plan:
     `configurations` maps a configuration's route key to its weights and the task
     indices it plays; `conditions` maps each condition to the configuration key
     it uses on each task, so a condition's outcome on a task is that
-    configuration's outcome there (paired by construction).
+    configuration's outcome there (paired by construction). `fixed` holds the
+    keys of the configurations played on every task whatever the router says
+    (the base model, each adapter, the merges); the others are top-p mixes.
     """
 
     tasks: Sequence[Task]
@@ -92,6 +94,7 @@ class Plan:
     seconds_per_route: float
     configurations: dict[str, tuple[dict[str, float], list[int]]]
     conditions: dict[str, list[str]]
+    fixed: set[str]
 
 
 def plan_evaluation(
@@ -145,6 +148,7 @@ def plan_evaluation(
         seconds_per_route,
         configurations,
         conditions,
+        played_everywhere,
     )
 
 
@@ -219,24 +223,27 @@ def evaluate_routing(
     tool_format: str,
     baselines: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The whole evaluation, played here, as a JSON-able report (see `plan_evaluation`)."""
+    """The whole evaluation, played here, as a JSON-able report (see `plan_evaluation`):
+    every configuration on its tasks in one `play` (one batch with a generator that
+    decodes rows under their own configurations, else one per configuration)."""
     plan = plan_evaluation(router, names, tasks, baselines)
-    outcomes = {}
-    for key, (weights, indices) in tqdm(
-        plan.configurations.items(), desc="configurations", unit="config"
-    ):
-        episodes = play(
-            activate,
-            generator,
-            tokenizer,
-            [tasks[i] for i in indices],
-            [weights] * len(indices),
-            limits,
-            tool_format,
-        )
-        outcomes[key] = {
-            i: (e.success, e.reward) for i, e in zip(indices, episodes, strict=True)
-        }
+    pairs = [
+        (key, weights, index)
+        for key, (weights, indices) in plan.configurations.items()
+        for index in indices
+    ]
+    episodes = play(
+        activate,
+        generator,
+        tokenizer,
+        [tasks[index] for _, _, index in pairs],
+        [weights for _, weights, _ in pairs],
+        limits,
+        tool_format,
+    )
+    outcomes: dict[str, dict[int, tuple[bool, float]]] = {}
+    for (key, _, index), episode in zip(pairs, episodes, strict=True):
+        outcomes.setdefault(key, {})[index] = (episode.success, episode.reward)
     return assemble(plan, outcomes, prompt_labels(router))
 
 

@@ -1,9 +1,10 @@
 """Routed inference: route each task on its first observation, hold the route, play it.
 
 `Router` turns the scorer's label log-probs (or the probe's probabilities) into
-a route per mode. `play` runs episodes with the trainer's rollout engine, one
-batch per (configuration, environment): the route is taken once per task and
-the configuration it names stays active for the whole episode.
+a route per mode. `play` runs episodes with the trainer's rollout engine: the
+route is taken once per task and the configuration it names stays active for
+the whole episode; with the adapter bank's per-row configurations every task
+shares one batch, otherwise each configuration plays in a batch of its own.
 """
 
 from __future__ import annotations
@@ -16,18 +17,13 @@ from typing import Any
 
 import numpy as np
 
+from router.adapters import row_config
 from router.errors import RouterError
 from router.modes import Route, argmax_route, top_p_route
 from router.probe import Probe
 from router.scorer import LabelScorer, Scores
 from trainer.envs import EnvHandle
-from trainer.rollout import (
-    Episode,
-    Generator,
-    RolloutLimits,
-    collect,
-    collect_switching,
-)
+from trainer.rollout import Episode, Generator, RolloutLimits, collect
 
 
 @dataclass
@@ -108,16 +104,52 @@ def play(
 ) -> list[Episode]:
     """One episode per task, task i played with configuration `weights[i]` held throughout.
 
-    `activate(weights)` makes a configuration live (`AdapterBank.activate_weights`,
+    A generator with `configure` (`TransformersGenerator(configure=
+    bank.configure_rows)`) decodes all tasks of an environment in one batch, each
+    row under its task's configuration. Any other plays one batch per
+    configuration, made live by `activate(weights)` (`AdapterBank.activate_weights`,
     or the vLLM generator's LoRARequest).
     """
-    batches: dict[tuple[str, str], list[int]] = defaultdict(list)
-    for index, (task, chosen) in enumerate(zip(tasks, weights, strict=True)):
-        batches[(Route("play", "", chosen).key, task.env.env_id)].append(index)
+    if getattr(generator, "configure", None) is not None:
+        configs = [row_config(w) for w in weights]
+        return _together(
+            tasks, lambda i, _: configs[i], generator, tokenizer, limits, tool_format
+        )
+    batches: dict[str, list[int]] = defaultdict(list)
+    for index, chosen in enumerate(weights):
+        batches[Route("play", "", chosen).key].append(index)
     played: list[Episode | None] = [None] * len(tasks)
     for indices in batches.values():
         activate(weights[indices[0]])
-        episodes = collect(
+        episodes = _together(
+            [tasks[i] for i in indices],
+            lambda *_: None,
+            generator,
+            tokenizer,
+            limits,
+            tool_format,
+        )
+        for index, episode in zip(indices, episodes, strict=True):
+            played[index] = episode
+    return [e for e in played if e is not None]
+
+
+def _together(
+    tasks: Sequence[Task],
+    config_of: Callable[[int, Episode], Any],
+    generator: Generator,
+    tokenizer: Any,
+    limits: RolloutLimits,
+    tool_format: str,
+) -> list[Episode]:
+    """One episode per task, the tasks of each environment in one batch, each turn
+    of task i decoded under `config_of(i, episode)`."""
+    by_env: dict[str, list[int]] = defaultdict(list)
+    for index, task in enumerate(tasks):
+        by_env[task.env.env_id].append(index)
+    played: list[Episode | None] = [None] * len(tasks)
+    for indices in by_env.values():
+        groups = collect(
             tasks[indices[0]].env,
             generator,
             tokenizer,
@@ -125,8 +157,9 @@ def play(
             1,
             limits,
             tool_format,
+            config_of=lambda e, at=indices: config_of(at[e.group], e),
         )
-        for index, (episode,) in zip(indices, episodes, strict=True):
+        for index, (episode,) in zip(indices, groups, strict=True):
             played[index] = episode
     return [e for e in played if e is not None]
 
@@ -158,31 +191,8 @@ def with_observation(
     return [*([system] if system else []), {"role": "user", "content": request}]
 
 
-class ReroutingGenerator:
-    """A generator that makes its configuration live before every call (one per route key)."""
-
-    def __init__(
-        self,
-        inner: Generator,
-        activate: Callable[[dict[str, float]], object],
-        weights: dict[str, float],
-    ) -> None:
-        self.inner, self.activate, self.weights = inner, activate, weights
-
-    def generate(
-        self,
-        prompts: Any,
-        max_new_tokens: int,
-        temperature: float,
-        resume: bool = False,
-    ) -> Any:
-        self.activate(self.weights)
-        return self.inner.generate(prompts, max_new_tokens, temperature, resume)
-
-
 def play_rerouting(
-    activate: Callable[[dict[str, float]], object],
-    new_generator: Callable[[], Generator],
+    generator: Generator,
     router: Router,
     tokenizer: Any,
     tasks: Sequence[Task],
@@ -193,54 +203,30 @@ def play_rerouting(
 ) -> tuple[list[Episode], list[list[str]]]:
     """Play each task from its first route, routing again whenever a tool call is refused.
 
-    Held otherwise. Returns the episodes and each task's sequence of route
-    targets (one entry per route taken).
+    Held otherwise. The tasks share one batch, each turn decoded under its task's
+    route of the moment, so `generator` must decode rows under their own
+    configurations (see `play`); an episode routed elsewhere is encoded afresh
+    under its new configuration. Returns the episodes and each task's sequence
+    of route targets (one entry per route taken).
     """
-    played: list[Episode | None] = [None] * len(tasks)
+    if getattr(generator, "configure", None) is None:
+        raise RouterError(
+            "re-routing needs a generator that decodes each row under its own "
+            "configuration: TransformersGenerator(..., configure=bank.configure_rows)"
+        )
     targets: list[list[str]] = [[route.target] for route in first]
-    generators: dict[str, ReroutingGenerator] = {}
-    weights: dict[str, dict[str, float]] = {}
-
-    def generator_for(key: str) -> Generator:
-        if key not in generators:
-            generators[key] = ReroutingGenerator(
-                new_generator(), activate, weights[key]
-            )
-        return generators[key]
-
     current = dict(enumerate(first))
     seen = dict.fromkeys(range(len(tasks)), 0)
 
-    def chooser(indices: list[int]) -> Callable[[Episode], str]:
-        """Route choice for the episodes of one batch (an episode's group is its index)."""
+    def config_of(index: int, episode: Episode) -> Any:
+        errors = new_errors(episode, seen[index])
+        if errors:
+            seen[index] += len(errors)
+            current[index] = router.route(
+                with_observation(tasks[index].messages, errors[-1]), mode
+            )
+            targets[index].append(current[index].target)
+        return row_config(current[index].weights)
 
-        def choose(episode: Episode) -> str:
-            i = indices[episode.group]
-            errors = new_errors(episode, seen[i])
-            if errors:
-                seen[i] += len(errors)
-                current[i] = router.route(
-                    with_observation(tasks[i].messages, errors[-1]), mode
-                )
-                targets[i].append(current[i].target)
-            weights[current[i].key] = current[i].weights
-            return current[i].key
-
-        return choose
-
-    by_env: dict[str, list[int]] = defaultdict(list)
-    for index, task in enumerate(tasks):
-        by_env[task.env.env_id].append(index)
-    for indices in by_env.values():
-        episodes = collect_switching(
-            tasks[indices[0]].env,
-            generator_for,
-            chooser(indices),
-            tokenizer,
-            [tasks[i].seed for i in indices],
-            limits,
-            tool_format,
-        )
-        for i, episode in zip(indices, episodes, strict=True):
-            played[i] = episode
-    return [e for e in played if e is not None], targets
+    episodes = _together(tasks, config_of, generator, tokenizer, limits, tool_format)
+    return episodes, targets

@@ -10,7 +10,7 @@ which GRPO's importance ratio needs.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,11 +66,14 @@ class _Kept:
     """One sequence's KV cache: per layer (keys, values) [1, heads, n, dim], None if unused.
 
     n is the sequence's length, or on a sliding-window layer the window less one:
-    all that the next token can attend to there.
+    all that the next token can attend to there. `config` is the configuration the
+    sequence was encoded under (see `TransformersGenerator.configure`): only a row
+    of the same configuration may reuse it.
     """
 
     tokens: list[int]
     layers: list[tuple[torch.Tensor, torch.Tensor] | None]
+    config: Hashable = None
 
 
 def _cache(config: Any, rows: Sequence[_Kept], width: int, running: Any = None) -> Any:
@@ -113,7 +116,7 @@ def _cache(config: Any, rows: Sequence[_Kept], width: int, running: Any = None) 
     return cache
 
 
-def _kept(cache: Any, row: int, tokens: list[int]) -> _Kept:
+def _kept(cache: Any, row: int, tokens: list[int], config: Hashable = None) -> _Kept:
     """Row `row` of a batched cache whose last `len(tokens)` columns are its sequence."""
     layers: list[tuple[torch.Tensor, torch.Tensor] | None] = []
     for layer in cache.layers:
@@ -132,7 +135,7 @@ def _kept(cache: Any, row: int, tokens: list[int]) -> _Kept:
                 layer.values[row : row + 1, :, -n:].clone(),
             )
         )
-    return _Kept(tokens, layers)
+    return _Kept(tokens, layers, config)
 
 
 def _common(a: Sequence[int], b: Sequence[int]) -> int:
@@ -141,12 +144,17 @@ def _common(a: Sequence[int], b: Sequence[int]) -> int:
     return next((i for i in range(n) if a[i] != b[i]), n)
 
 
-def _source(kept: Sequence[_Kept], prompt: list[int]) -> _Kept | None:
-    """The kept sequence sharing the longest prefix with `prompt` (leaving it a token
-    of its own), cut to that prefix; a re-rendered earlier turn diverges from what
-    was sampled, and what comes before it still need not be encoded again."""
+def _source(
+    kept: Sequence[_Kept], prompt: list[int], config: Hashable = None
+) -> _Kept | None:
+    """The kept sequence of configuration `config` sharing the longest prefix with
+    `prompt` (leaving it a token of its own), cut to that prefix; a re-rendered
+    earlier turn diverges from what was sampled, and what comes before it still
+    need not be encoded again."""
     best, length = None, 0
     for sequence in kept:
+        if sequence.config != config:
+            continue
         n = min(_common(sequence.tokens, prompt), len(prompt) - 1)
         if n > length and (n == len(sequence.tokens) or _whole(sequence)):
             best, length = sequence, n
@@ -158,6 +166,7 @@ def _source(kept: Sequence[_Kept], prompt: list[int]) -> _Kept | None:
             None if part is None else (part[0][:, :, :length], part[1][:, :, :length])
             for part in best.layers
         ],
+        config,
     )
 
 
@@ -183,7 +192,11 @@ def _recent(new: Sequence[_Kept], old: Sequence[_Kept], tokens: int) -> list[_Ke
     """`new` then `old`, without a sequence that a newer one extends, up to `tokens` in all."""
     kept: list[_Kept] = []
     for sequence in (*new, *old):
-        if any(k.tokens[: len(sequence.tokens)] == sequence.tokens for k in kept):
+        if any(
+            k.config == sequence.config
+            and k.tokens[: len(sequence.tokens)] == sequence.tokens
+            for k in kept
+        ):
             continue
         tokens -= len(sequence.tokens)
         if tokens < 0:
@@ -207,6 +220,11 @@ class TransformersGenerator:
     to that sequence's kept cache. Each sequence is extended on its own cache
     before the batch is assembled, so the batch has padding only on the left
     and sliding-window layers see exactly the tokens they would in one pass.
+
+    `configure`, if given, is called before every forward pass with the
+    configuration of each row in it (the `config` a stream's row was given; None
+    in `generate`), so rows of different configurations (adapters, mixes of
+    them) decode in one batch: `router.adapters.AdapterBank.configure_rows`.
     """
 
     def __init__(
@@ -217,8 +235,10 @@ class TransformersGenerator:
         stop_strings: Sequence[str] = STOP_STRINGS,
         reuse: bool = True,
         keep_tokens: int = 0,
+        configure: Callable[[Sequence[Hashable]], None] | None = None,
     ) -> None:
         self.model = model
+        self.configure = configure
         # > 0: the kept sequences outlive the next call and every call resumes from
         # them, the most recently used first, up to this many tokens in all (a
         # server's conversations come back in any order); 0: only the previous
@@ -270,13 +290,20 @@ class TransformersGenerator:
         if self.keep_tokens:
             self.kept = _recent(self.kept, previous, self.keep_tokens)
 
+    def _configure(self, configs: Sequence[Hashable]) -> None:
+        """Set up the model for a forward pass over rows of these configurations."""
+        if self.configure is not None:
+            self.configure(configs)
+
     def _extend(
-        self, source: _Kept | None, tokens: list[int]
+        self, source: _Kept | None, tokens: list[int], config: Hashable = None
     ) -> tuple[_Kept, torch.Tensor]:
-        """The cache of `tokens` and its last logits, encoding only what `source` lacks."""
+        """The cache of `tokens` and its last logits under `config`, encoding only
+        what `source` lacks."""
         device = next(self.model.parameters()).device
         start = len(source.tokens) if source is not None else 0
         cache = _cache(self.model.config, [source] if source else [], start)
+        self._configure([config])
         output = self.model(
             input_ids=torch.tensor([tokens[start:]], device=device),
             attention_mask=torch.ones(1, len(tokens), dtype=torch.long, device=device),
@@ -284,42 +311,55 @@ class TransformersGenerator:
             **cache_kwargs(cache), use_cache=True, logits_to_keep=1,
         )  # fmt: skip
         self.encoded += len(tokens) - start
-        return _kept(returned_cache(output), 0, tokens), output.logits[0, -1]
+        return _kept(returned_cache(output), 0, tokens, config), output.logits[0, -1]
 
     def _prefill(
         self,
         prompts: Sequence[list[int]],
         previous: Sequence[_Kept],
-        hold: Sequence[list[int]] = (),
+        hold: Sequence[tuple[Hashable, list[int]]] = (),
+        configs: Sequence[Hashable] | None = None,
     ) -> tuple[list[tuple[_Kept, torch.Tensor]], list[_Kept]]:
-        """Each prompt's cache and last logits, each distinct token encoded once; and
-        caches that prompts joining later may start from: the prefix the fresh
-        prompts shared (a task's system prompt and tools), and each `hold` prompt
-        but its last token (a group's first prompt, for its siblings still queued)."""
+        """Each prompt's cache and last logits under its configuration (`configs`,
+        default None each), each distinct token encoded once per configuration;
+        and caches that prompts joining later may start from: the prefix each
+        configuration's fresh prompts shared (a task's system prompt and tools),
+        and each `hold` (configuration, prompt) but the prompt's last token (a
+        group's first prompt, for its siblings still queued)."""
+        configs = list(configs) if configs is not None else [None] * len(prompts)
+        rows = list(zip(configs, prompts, strict=True))
         if not self.reuse:
-            return [self._extend(None, p) for p in prompts], []
-        sources = [_source(previous, p) for p in prompts]
-        fresh = [p for p, s in zip(prompts, sources, strict=True) if s is None]
+            return [self._extend(None, p, c) for c, p in rows], []
+        sources = [_source(previous, p, c) for c, p in rows]
         kept: list[_Kept] = []
-        if len(fresh) > 1 and (shared := _shared_prefix(fresh)) > 0:
-            kept.append(self._extend(None, fresh[0][:shared])[0])
-            sources = [kept[0] if s is None else s for s in sources]
-        held = {tuple(p) for p in hold}
-        done: dict[tuple[int, ...], tuple[_Kept, torch.Tensor]] = {}
-        for prompt, source in zip(prompts, sources, strict=True):
-            if tuple(prompt) in done:
+        for config in dict.fromkeys(configs):
+            fresh = [
+                p
+                for (c, p), s in zip(rows, sources, strict=True)
+                if s is None and c == config
+            ]
+            if len(fresh) > 1 and (shared := _shared_prefix(fresh)) > 0:
+                prefix = self._extend(None, fresh[0][:shared], config)[0]
+                kept.append(prefix)
+                sources = [
+                    prefix if s is None and c == config else s
+                    for (c, _), s in zip(rows, sources, strict=True)
+                ]
+        held = {(c, tuple(p)) for c, p in hold}
+        done: dict[tuple[Hashable, tuple[int, ...]], tuple[_Kept, torch.Tensor]] = {}
+        for (config, prompt), source in zip(rows, sources, strict=True):
+            key = (config, tuple(prompt))
+            if key in done:
                 continue
-            if (
-                tuple(prompt) in held
-                and len(source.tokens if source else ()) < len(prompt) - 1
-            ):
-                source = self._extend(source, prompt[:-1])[0]
+            if key in held and len(source.tokens if source else ()) < len(prompt) - 1:
+                source = self._extend(source, prompt[:-1], config)[0]
                 kept.insert(0, source)
-            done[tuple(prompt)] = self._extend(source, prompt)
-        return [done[tuple(p)] for p in prompts], kept
+            done[key] = self._extend(source, prompt, config)
+        return [done[(c, tuple(p))] for c, p in rows], kept
 
     def stream(self, temperature: float) -> EpisodeTurns:
-        """Episodes' turns decoded continuously (see `EpisodeTurns`)."""
+        """Episodes' turns decoded continuously (see `EpisodeTurns`); each turn under
+        the configuration it is submitted with (see `configure`)."""
         return EpisodeTurns(self, temperature)
 
 
@@ -361,26 +401,34 @@ class DecodeStream:
         self,
         prompts: Sequence[tuple[Any, list[int], int]],
         temperatures: Sequence[float] | None = None,
-        hold: Sequence[list[int]] = (),
+        hold: Sequence[tuple[Hashable, list[int]]] = (),
+        configs: Sequence[Hashable] | None = None,
     ) -> list[tuple[Any, Sample]]:
         """Add (key, prompt, token budget) rows, each sampled at its own temperature
-        (default: the stream's); those that stop at once are returned (a budget of
-        0 at once, with nothing sampled). `hold`: prompts that rows joining later
-        repeat, whose caches `prefixes` keeps (see `_prefill`)."""
+        (default: the stream's) and decoded under its own configuration (default
+        None; see `TransformersGenerator.configure`); those that stop at once are
+        returned (a budget of 0 at once, with nothing sampled). `hold`:
+        (configuration, prompt) pairs that rows joining later repeat, whose caches
+        `prefixes` keeps (see `_prefill`)."""
         if temperatures is None:
             temperatures = [self.temperature] * len(prompts)
+        if configs is None:
+            configs = [None] * len(prompts)
         empty = [(key, Sample([], [])) for key, _, budget in prompts if budget <= 0]
         rows = [
-            _Row(key, prompt, budget, temperature)
-            for (key, prompt, budget), temperature in zip(
-                prompts, temperatures, strict=True
+            _Row(key, prompt, budget, temperature, config)
+            for (key, prompt, budget), temperature, config in zip(
+                prompts, temperatures, configs, strict=True
             )
             if budget > 0
         ]
         if not rows:
             return empty
         prefilled, prefixes = self.generator._prefill(
-            [r.prompt for r in rows], [*self.previous, *self.prefixes], hold
+            [r.prompt for r in rows],
+            [*self.previous, *self.prefixes],
+            hold,
+            [r.config for r in rows],
         )
         self.prefixes = [*prefixes, *self.prefixes][:PREFIXES]
         joining = [kept for kept, _ in prefilled]
@@ -414,6 +462,7 @@ class DecodeStream:
         last = torch.tensor(
             [[len(row.sequence)] for row in self.rows], device=self.device
         )
+        self.generator._configure([row.config for row in self.rows])
         output = self.generator.model(
             input_ids=token, attention_mask=self.attention, position_ids=last,
             **cache_kwargs(self.cache), use_cache=True,
@@ -458,7 +507,9 @@ class DecodeStream:
         keep, out = [], []
         for index, row in enumerate(self.rows):
             if id(row) in finished:
-                generator.kept.append(_kept(self.cache, index, row.sequence))
+                generator.kept.append(
+                    _kept(self.cache, index, row.sequence, row.config)
+                )
                 out.append(
                     (row.key, _cut(row.tokens, row.logprobs, generator.stops,
                                    generator.tokenizer, generator.stop_strings))
@@ -492,18 +543,22 @@ class EpisodeTurns:
         generator.kept = []
         self.rows = DecodeStream(generator, temperature, [])
         self.returned: set[Any] = set()  # keys with a finished turn: next ones continue
-        self.continuing: list[tuple[Any, list[int], int]] = []
-        self.first: list[tuple[Any, list[int], int]] = []
+        # queued turns: (key, prompt, budget, configuration)
+        self.continuing: list[tuple[Any, list[int], int, Hashable]] = []
+        self.first: list[tuple[Any, list[int], int, Hashable]] = []
 
     @property
     def live(self) -> int:
         """Turns submitted and not yet returned."""
         return self.rows.live + len(self.continuing) + len(self.first)
 
-    def submit(self, key: Any, prompt: list[int], budget: int) -> None:
-        """Queue a turn: `prompt` is the episode's whole sequence so far."""
+    def submit(
+        self, key: Any, prompt: list[int], budget: int, config: Hashable = None
+    ) -> None:
+        """Queue a turn: `prompt` is the episode's whole sequence so far, decoded
+        under `config` (see `TransformersGenerator.configure`)."""
         queue = self.continuing if key in self.returned else self.first
-        queue.append((key, prompt, budget))
+        queue.append((key, prompt, budget, config))
 
     @torch.no_grad()
     def step(self) -> list[tuple[Any, Sample]]:
@@ -515,13 +570,25 @@ class EpisodeTurns:
         self.first = self.first[len(starting) :]
         admitted = continuing + starting
         # a first turn whose group's siblings still wait leaves its prompt's cache to them
-        queued_first = {tuple(prompt) for _, prompt, _ in self.first}
-        hold = [prompt for _, prompt, _ in starting if tuple(prompt) in queued_first]
+        queued_first = {(config, tuple(prompt)) for _, prompt, _, config in self.first}
+        hold = [
+            (config, prompt)
+            for _, prompt, _, config in starting
+            if (config, tuple(prompt)) in queued_first
+        ]
         model = self.generator.model
         training = model.training
         if training:
             model.eval()
-        done = self.rows.admit(admitted, hold=hold) if admitted else []
+        done = (
+            self.rows.admit(
+                [(key, prompt, budget) for key, prompt, budget, _ in admitted],
+                hold=hold,
+                configs=[config for *_, config in admitted],
+            )
+            if admitted
+            else []
+        )
         if self.rows.live:
             done += self.rows.step()
         if training:
@@ -540,6 +607,7 @@ class _Row:
     prompt: list[int]
     budget: int
     temperature: float
+    config: Hashable = None
     tokens: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
 

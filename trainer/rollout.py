@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -57,12 +57,16 @@ class Turns(Protocol):
     """Episodes' turns in flight: `submit` queues one, `step` advances the decoding
     and returns the turns that ended (key, sample), `live` counts those not yet
     returned. A generator that can decode continuously offers `stream(temperature)`
-    (`trainer.generation.EpisodeTurns`); any other plays in lockstep."""
+    (`trainer.generation.EpisodeTurns`), whose turns may each name the
+    configuration (adapter, mix) they are decoded under; any other plays in
+    lockstep, under its one configuration."""
 
     @property
     def live(self) -> int: ...
 
-    def submit(self, key: Any, prompt: list[int], budget: int) -> None: ...
+    def submit(
+        self, key: Any, prompt: list[int], budget: int, config: Hashable = None
+    ) -> None: ...
 
     def step(self) -> list[tuple[Any, Sample]]: ...
 
@@ -81,7 +85,14 @@ class Lockstep:
     def live(self) -> int:
         return len(self.queued)
 
-    def submit(self, key: Any, prompt: list[int], budget: int) -> None:
+    def submit(
+        self, key: Any, prompt: list[int], budget: int, config: Hashable = None
+    ) -> None:
+        if config is not None:
+            raise TrainerError(
+                "this generator decodes under one configuration at a time; play each "
+                "configuration's episodes on their own"
+            )
         self.queued.append((key, prompt, budget))
 
     def step(self) -> list[tuple[Any, Sample]]:
@@ -254,13 +265,16 @@ def collect(
     progress: str | None = None,
     hints: Mapping[int, str] | None = None,
     hinted: int = 0,
+    config_of: Callable[[Episode], Hashable] | None = None,
 ) -> list[Group]:
     """Run K episodes per seed to the end; return one group of K episodes per seed.
 
     `tool_format` is how tools are listed when the chat template has no tool role;
     `progress` names a bar of finished episodes (shown on a terminal, rank 0 only);
     the first `hinted` episodes of each group see `hints[seed]` in their system
-    message (hint injection; the rest play plain).
+    message (hint injection; the rest play plain). `config_of(episode)`, asked
+    before each turn, names the configuration the turn is decoded under (see
+    `Turns`), so episodes of several configurations share one batch.
     """
     groups: list[Group] = []
     chats: dict[int, ChatFormat] = {}
@@ -284,9 +298,14 @@ def collect(
         disable=progress is None or distributed.rank() != 0 or None,
     )
     flight = turns(generator, limits.temperature)
+
+    def submit(key: int, episode: Episode) -> None:
+        config = config_of(episode) if config_of is not None else None
+        flight.submit(key, episode.tokens, limits.max_new_tokens, config)
+
     for key, episode in enumerate(episodes):
         if not episode.done:
-            flight.submit(key, episode.tokens, limits.max_new_tokens)
+            submit(key, episode)
     while flight.live:
         for key, sample in flight.step():
             episode = episodes[key]
@@ -294,52 +313,9 @@ def collect(
             if episode.done:
                 bar.update(1)
             else:
-                flight.submit(key, episode.tokens, limits.max_new_tokens)
+                submit(key, episode)
     bar.close()
     return groups
-
-
-def collect_switching(
-    handle: EnvHandle,
-    generator_for: Callable[[str], Generator],
-    choose: Callable[[Episode], str],
-    tokenizer: Any,
-    seeds: Sequence[int],
-    limits: RolloutLimits,
-    tool_format: str = "json",
-) -> list[Episode]:
-    """One episode per seed, each turn written by the generator `choose(episode)` names.
-
-    Routing that may change its mind mid-episode (re-routing when an error
-    arrives) plays this way: before every turn each episode is asked for its
-    configuration's key, episodes are batched per key, and each key's
-    generator keeps its own KV caches (an episode that moves to another
-    configuration is encoded afresh under it).
-    """
-    episodes, chat = [], None
-    chats: dict[int, ChatFormat] = {}
-    for index, seed in enumerate(seeds):
-        episode = Episode(group=index, seed=seed)
-        opened = _open(episode, handle, tokenizer, limits, tool_format, chat)
-        if opened is not None:
-            chat = chats[id(episode)] = opened
-        episodes.append(episode)
-    called: set[str] = set()
-    while active := [e for e in episodes if not e.done]:
-        batches: dict[str, list[Episode]] = {}
-        for episode in active:
-            batches.setdefault(choose(episode), []).append(episode)
-        for key, batch in batches.items():
-            samples = generator_for(key).generate(
-                [e.tokens for e in batch],
-                limits.max_new_tokens,
-                limits.temperature,
-                resume=key in called,
-            )
-            called.add(key)
-            for episode, sample in zip(batch, samples, strict=True):
-                _advance(episode, sample, chats[id(episode)], limits)
-    return episodes
 
 
 def _advance(

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
+from router.adapters import row_config
+from router.errors import RouterError
 from router.modes import Route
 from router.routed import Task, first_observation, play_rerouting
 from tests.trainer.test_rollout import ScriptedGenerator
@@ -12,6 +16,34 @@ from trace_pipeline.targets import phone
 from trainer.settings import RolloutLimits
 
 PERMISSION = {"permission_error_recovery": 1.0}
+
+
+class ScriptedRows(ScriptedGenerator):
+    """Scripted replies through a stream whose turns each name their configuration."""
+
+    def __init__(self, tokenizer, replies: list[str]) -> None:
+        super().__init__(tokenizer, replies)
+        self.configs: list = []  # the configuration of each turn submitted
+        self.queued: list = []
+
+    def configure(self, configs) -> None:
+        """Present, so rows may carry configurations (the bank's role)."""
+
+    def stream(self, temperature: float) -> ScriptedRows:
+        return self
+
+    @property
+    def live(self) -> int:
+        return len(self.queued)
+
+    def submit(self, key, prompt, budget, config=None) -> None:
+        self.configs.append(config)
+        self.queued.append((key, prompt))
+
+    def step(self):
+        queued, self.queued = self.queued, []
+        samples = self.generate([prompt for _, prompt in queued], 64, 0.0)
+        return [(key, sample) for (key, _), sample in zip(queued, samples, strict=True)]
 
 
 class ErrorReadingRouter:
@@ -38,23 +70,29 @@ def test_a_refused_call_routes_again_and_switches_configuration(tiny_tokenizer) 
     env.reset(seed=seed)
     send = env.task.gold_actions[-1]
     call = f"<tool_call>{json.dumps({'name': send.name, 'arguments': send.arguments})}</tool_call>"
-    made: list[ScriptedGenerator] = []
-
-    def new_generator() -> ScriptedGenerator:
-        made.append(ScriptedGenerator(tiny_tokenizer, [call, "Sent."]))
-        return made[-1]
-
-    activated: list[dict] = []
+    generator = ScriptedRows(tiny_tokenizer, [call, "Sent."])
     router = ErrorReadingRouter()
     task = Task(handle, seed, phone.PERMISSION, first_observation(handle, seed))
     episodes, targets = play_rerouting(
-        activated.append, new_generator, router, tiny_tokenizer, [task],
+        generator, router, tiny_tokenizer, [task],
         [Route("argmax", "base")], "argmax", RolloutLimits(max_turns=4, max_new_tokens=64, max_total_tokens=20000, temperature=0.0), "json",
     )  # fmt: skip
     # every refused call routes again; the adapter's own refused retry keeps the adapter
     assert targets[0][0] == "base" and set(targets[0][1:]) == {
         "permission_error_recovery"
     }
-    assert activated[0] == {} and activated[1] == PERMISSION  # base, then the adapter
-    assert len(made) == 2 and "last tool call answered" in router.asked[0]
+    # the first turn under the base model, every turn after the refusal under the adapter
+    assert generator.configs[0] == () and generator.configs[1] == row_config(PERMISSION)
+    assert "last tool call answered" in router.asked[0]
     assert episodes[0].done and episodes[0].turns >= 2
+
+
+def test_rerouting_refuses_a_generator_of_one_configuration(tiny_tokenizer) -> None:
+    handle = TargetHandle(phone.ENV_ID, "", {"name": "phone_target"}, {})
+    task = Task(handle, 0, "base", first_observation(handle, 0))
+    with pytest.raises(RouterError, match="configure=bank.configure_rows"):
+        play_rerouting(
+            ScriptedGenerator(tiny_tokenizer, ["Done."]), ErrorReadingRouter(),
+            tiny_tokenizer, [task], [Route("argmax", "base")], "argmax",
+            RolloutLimits(max_turns=2), "json",
+        )  # fmt: skip

@@ -12,20 +12,23 @@ import numpy as np
 import pytest
 import torch
 
-from router.adapters import AdapterBank
+from router.adapters import AdapterBank, row_config
 from router.capabilities import load_capabilities
 from router.cli import main
 from router.errors import RouterError
 from router.modes import argmax_route, top_p_route
 from router.probe import fit_probe, load_probe, save_probe
 from router.prompt import BASE, RoutingPrompt
-from router.routed import Router, first_observation
+from router.routed import Router, Task, first_observation, play
 from router.scorer import LabelScorer
 from router.serve import RoutedChat, make_server
 from router.vllm import write_mix
 from tests.conftest import BASE_ENV, ENVS
+from trainer.config import EVAL_SEED_BASE
 from trainer.envs import resolve_env
+from trainer.generation import TransformersGenerator
 from trainer.models import load_base
+from trainer.settings import RolloutLimits
 
 
 def _loaded(tiny_model_dir, adapters):
@@ -127,6 +130,81 @@ def test_switching_and_base_route(tiny_model_dir, adapters) -> None:
     bank.model.set_adapter("date_time_recovery")
     with torch.no_grad():
         torch.testing.assert_close(bank.model(input_ids=ids).logits, outputs["a"])
+
+
+def test_rows_of_different_configurations_share_a_batch(
+    tiny_model_dir, adapters
+) -> None:
+    """configure_rows: each row of one pass gets what its configuration alone gives,
+    the base model, a single adapter, a mix (what `_mix` builds as one adapter)."""
+    _, bank, tokenizer, _ = _loaded(tiny_model_dir, adapters)
+    ids = torch.tensor([tokenizer("hello there")["input_ids"]])
+    configurations = [
+        {},
+        {"date_time_recovery": 1.0},
+        {"permission_error_recovery": 1.0},
+        {"date_time_recovery": 0.6, "permission_error_recovery": 0.3},
+    ]
+    alone = []
+    for weights in configurations:
+        bank.activate_weights(weights)
+        with torch.no_grad():
+            alone.append(bank.model(input_ids=ids).logits[0])
+    bank.configure_rows([row_config(w) for w in configurations])
+    with torch.no_grad():
+        together = bank.model(input_ids=ids.repeat(4, 1)).logits
+    for row, expected in zip(together, alone, strict=True):
+        torch.testing.assert_close(row, expected, atol=1e-5, rtol=1e-4)
+    # the router scores with peft's disable_adapter(), which re-enables every layer
+    # on exit; the next pass still gets the rows' configurations
+    with torch.no_grad(), bank.model.disable_adapter():
+        bank.model(input_ids=ids)
+    bank.configure_rows([row_config({}), row_config(configurations[3])])
+    with torch.no_grad():
+        again = bank.model(input_ids=ids.repeat(2, 1)).logits
+    torch.testing.assert_close(again[0], alone[0], atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(again[1], alone[3], atol=1e-5, rtol=1e-4)
+    # back to the activated configuration, each layer's own scaling restored
+    bank.configure_rows(None)
+    bank.activate_weights(configurations[1])
+    with torch.no_grad():
+        torch.testing.assert_close(bank.model(input_ids=ids).logits[0], alone[1])
+    with pytest.raises(RouterError, match="no adapters named"):
+        bank.configure_rows([(("nonexistent", 1.0),)])
+
+
+def test_every_configuration_plays_in_one_batch_as_it_plays_alone(
+    tiny_model_dir, adapters
+) -> None:
+    """`play` with a generator that decodes rows under their own configurations
+    writes, greedily, the episodes each configuration writes in a batch of its own."""
+    _, bank, tokenizer, _ = _loaded(tiny_model_dir, adapters)
+    handle = resolve_env(ENVS["permission_error_recovery"])
+    configurations = [
+        {},
+        {"date_time_recovery": 1.0},
+        {"date_time_recovery": 0.5, "permission_error_recovery": 0.4},
+    ]
+    tasks = [
+        Task(handle, seed, BASE, first_observation(handle, seed))
+        for seed in (EVAL_SEED_BASE, EVAL_SEED_BASE + 1)
+    ]
+    limits = RolloutLimits(
+        max_turns=3, max_new_tokens=12, max_total_tokens=100_000, temperature=0.0
+    )
+    pairs = [(task, weights) for weights in configurations for task in tasks]
+    alone = play(
+        bank.activate_weights, TransformersGenerator(bank.model, tokenizer), tokenizer,
+        [t for t, _ in pairs], [w for _, w in pairs], limits, "json",
+    )  # fmt: skip
+    rows = TransformersGenerator(bank.model, tokenizer, configure=bank.configure_rows)
+    together = play(
+        bank.activate_weights, rows, tokenizer, [t for t, _ in pairs],
+        [w for _, w in pairs], limits, "json",
+    )  # fmt: skip
+    bank.configure_rows(None)
+    assert [e.tokens for e in together] == [e.tokens for e in alone]
+    assert len({tuple(e.tokens) for e in alone}) > len(tasks)  # configurations differ
 
 
 def test_modes() -> None:

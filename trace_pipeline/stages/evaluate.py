@@ -10,12 +10,14 @@ condition plays the same held-out tasks greedily, so each pair of conditions is
 compared with the exact McNemar test on the same seeds.
 
 Each model configuration a condition needs (the base model, an adapter, a
-merge, a top-p mix) plays its tasks in one job, and re-routing is one more
-job; a routed condition's outcome on a task is its configuration's outcome
-there. A configuration's job depends on the adapters and the tasks, not on
-the router, so a routing change replays only the mixes and re-routing, and the
-base model's job on neither, so a retrain replays every configuration but it.
-Each job keeps its transcripts (`episodes.json`).
+merge, a top-p mix) plays each task it is used on once; a routed condition's
+outcome on a task is its configuration's outcome there. Configurations share
+one batch, each row under its own (`AdapterBank.configure_rows`), in three
+jobs: the base model (which depends on neither adapters nor router: a
+retrain reuses it), the configurations played on every task (adapters, merges:
+a routing change reuses them), and the top-p mixes; re-routing is a fourth.
+Each job keeps its transcripts (`episodes.json`, each row naming its
+configuration).
 """
 
 from __future__ import annotations
@@ -89,27 +91,39 @@ def _selected(context: Context, seeds: list[int]) -> list[Any]:
     return [chosen[seed] for seed in seeds]
 
 
-def play_job(
-    context: Context, folder: Path, weights: dict[str, float], seeds: list[int]
-) -> None:
-    """One configuration on the held-out tasks of `seeds` (a job)."""
-    from router.routed import play
+def _rows_generator(bank: Any, tokenizer: Any) -> Any:
+    """A generator whose rows each decode under their own configuration of `bank`."""
     from trainer.generation import TransformersGenerator
+
+    return TransformersGenerator(bank.model, tokenizer, configure=bank.configure_rows)
+
+
+def play_job(context: Context, folder: Path, plays: list[dict[str, Any]]) -> None:
+    """Configurations on held-out tasks, in one batch (a job): each of `plays` is a
+    configuration's route key, weights, and the seeds it plays."""
+    from router.routed import play
     from trainer.models import mixed_precision
 
     bank, tokenizer, _, _ = routed_model(context)
-    chosen = _selected(context, seeds)
+    keys = [p["key"] for p in plays for _ in p["seeds"]]
+    weights = [p["weights"] for p in plays for _ in p["seeds"]]
+    chosen = _selected(context, [seed for p in plays for seed in p["seeds"]])
     with mixed_precision(context.config.precision, bank.model):
         episodes = play(
             bank.activate_weights,
-            TransformersGenerator(bank.model, tokenizer),
+            _rows_generator(bank, tokenizer),
             tokenizer,
             chosen,
-            [weights] * len(chosen),
+            weights,
             context.limits(),
             bank.capabilities.tool_format(tokenizer),
         )
-    write_json(folder / "episodes.json", [transcript(e) for e in episodes])
+    bank.configure_rows(None)
+    rows = [
+        transcript(e) | {"configuration": key}
+        for e, key in zip(episodes, keys, strict=True)
+    ]
+    write_json(folder / "episodes.json", rows)
 
 
 def rerouting_job(
@@ -119,14 +133,12 @@ def rerouting_job(
     tool call (a job); each episode keeps its chain of route targets."""
     from router.modes import Route
     from router.routed import play_rerouting
-    from trainer.generation import TransformersGenerator
     from trainer.models import mixed_precision
 
     bank, tokenizer, router, _ = routed_model(context)
     with mixed_precision(context.config.precision, bank.model):
         episodes, chains = play_rerouting(
-            bank.activate_weights,
-            lambda: TransformersGenerator(bank.model, tokenizer),
+            _rows_generator(bank, tokenizer),
             router,
             tokenizer,
             _selected(context, seeds),
@@ -135,6 +147,7 @@ def rerouting_job(
             context.limits(),
             bank.capabilities.tool_format(tokenizer),
         )
+    bank.configure_rows(None)
     rows = [
         transcript(e) | {"routes": c} for e, c in zip(episodes, chains, strict=True)
     ]
@@ -221,15 +234,26 @@ def run(context: Context, out: Path) -> dict[str, Any]:
     with mixed_precision(context.config.precision, bank.model):
         plan = plan_evaluation(router, names, chosen, baselines)
     inputs = played_inputs(context)
-    keys = list(plan.configurations)
-    jobs = []
-    for weights, indices in plan.configurations.values():
-        arguments = {"weights": weights, "seeds": [seeds[i] for i in indices]}
-        # the base model's episodes do not depend on the adapters: a retrain reuses them
-        depends = inputs if weights else {"config": inputs["config"]}
-        jobs.append(
-            Job("evaluate", arguments | depends, f"{__name__}:play_job", arguments)
+    groups: dict[str, list[dict[str, Any]]] = {
+        "base": [],
+        "everywhere": [],
+        "mixes": [],
+    }
+    for key, (weights, indices) in plan.configurations.items():
+        group = (
+            "base" if not weights else "everywhere" if key in plan.fixed else "mixes"
         )
+        played_seeds = [seeds[i] for i in indices]
+        groups[group].append({"key": key, "weights": weights, "seeds": played_seeds})
+    jobs = []
+    for group, plays in groups.items():
+        if plays:
+            arguments = {"plays": plays}
+            # the base model's episodes do not depend on the adapters: a retrain reuses them
+            depends = {"config": inputs["config"]} if group == "base" else inputs
+            jobs.append(
+                Job("evaluate", arguments | depends, f"{__name__}:play_job", arguments)
+            )
     from_base = context.config.route.reroute_from == "base"
     first = [
         {"mode": "base", "target": BASE, "adapters": {}}
@@ -253,13 +277,16 @@ def run(context: Context, out: Path) -> dict[str, Any]:
     )
     context.say(
         f"evaluate: {len(chosen)} held-out tasks, {len(names)} adapters; "
-        f"{len(keys)} configurations and re-routing, one job each"
+        f"{len(plan.configurations)} configurations in {len(jobs) - 1} jobs, and "
+        "re-routing"
     )
     *played, rerouted = run_jobs(context, jobs)
-    episodes = {  # each configuration's transcripts by seed
-        key: {row["seed"]: row for row in _played(done)}
-        for key, done in zip(keys, played, strict=True)
-    }
+    episodes: dict[str, dict[int, dict[str, Any]]] = {}  # transcripts by key, seed
+    folders = {}
+    for done in played:
+        for row in _played(done):
+            episodes.setdefault(row["configuration"], {})[row["seed"]] = row
+            folders[row["configuration"]] = done.folder.name
     index_of = {seed: i for i, seed in enumerate(seeds)}
     outcomes = {
         key: {index_of[s]: (r["success"], r["reward"]) for s, r in rows.items()}
@@ -283,10 +310,7 @@ def run(context: Context, out: Path) -> dict[str, Any]:
         report["paired"][f"{better} vs base model"] = paired(
             report, better, "base model"
         )
-    report["transcripts"] = {
-        **{key: done.folder.name for key, done in zip(keys, played, strict=True)},
-        "re-routed on errors": rerouted.folder.name,
-    }
+    report["transcripts"] = {**folders, "re-routed on errors": rerouted.folder.name}
     per_condition = {
         name: [episodes[key][seeds[i]] for i, key in enumerate(used)]
         for name, used in plan.conditions.items()
