@@ -61,8 +61,7 @@ else:
 start = time.perf_counter()
 with mixed_precision(config.precision, bank.model):
     episodes, chains = play_rerouting(
-        bank.activate_weights,
-        lambda: TransformersGenerator(bank.model, tokenizer),
+        TransformersGenerator(bank.model, tokenizer, configure=bank.configure_rows),
         router,
         tokenizer,
         tasks,
