@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import functools
 from collections import OrderedDict
+from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from itertools import accumulate
 from typing import Any
 
 import torch
 
-from router.adapters import AdapterBank
+from router.adapters import AdapterBank, row_config
 from router.batching import Completion, Finished, OneShot, Pending
 from router.capabilities import CapabilitySet
 from router.errors import RouterError
@@ -35,7 +36,10 @@ GENERATORS = 4  # model configurations whose generators (and caches) are kept
 class LocalDecoder:
     """Decodes batches with the trainer's KV-cached generator, one generator per model
     configuration and endpoint (a route's adapters; chat replies end at a tool call,
-    raw text does not), each keeping its conversations' caches."""
+    raw text does not), each keeping its conversations' caches. With `configure`
+    (`AdapterBank.configure_rows`), one generator per endpoint decodes each row
+    under its own route, its kept caches each tagged with the route they were
+    encoded under."""
 
     def __init__(
         self,
@@ -44,8 +48,10 @@ class LocalDecoder:
         tool_format: str,
         batch_size: int,
         keep_tokens: int = KEEP_TOKENS,
+        configure: Callable[[Sequence[Hashable]], None] | None = None,
     ) -> None:
         self.model = model
+        self.configure = configure
         self.tokenizer = tokenizer
         self.tool_format = tool_format
         self.batch_size = batch_size
@@ -63,6 +69,7 @@ class LocalDecoder:
                 self.batch_size,
                 stop_strings=STOP_STRINGS if chat else (),
                 keep_tokens=self.keep_tokens,
+                configure=self.configure,
             )
             if len(self.generators) > GENERATORS:
                 self.generators.popitem(last=False)
@@ -89,8 +96,16 @@ class LocalDecoder:
         return list(request.prompt)
 
     def open(self, route: Route, chat: bool) -> LocalStream:
-        """A stream of requests decoded together under `route` (already active)."""
-        return LocalStream(self, self._generator(route.key, chat))
+        """A stream of requests decoded together under `route` (already active), or
+        with `configure` each under its own."""
+        key = "" if self.configure is not None else route.key
+        return LocalStream(self, self._generator(key, chat))
+
+    def config(self, pending: Pending) -> Hashable:
+        """The configuration a request's rows decode under (None: the active one)."""
+        if self.configure is None or pending.route is None:
+            return None
+        return row_config(pending.route.weights)
 
     def completion(
         self, pending: Pending, ids: list[int], sample: Sample, stops: set[int]
@@ -106,6 +121,8 @@ class LocalDecoder:
         )
         logprobs = None
         if not pending.messages and request.logprobs is not None:
+            if self.configure is not None:
+                self.configure([self.config(pending)])
             logprobs = self._logprobs(
                 ids, sample.tokens, request.echo, request.logprobs
             )
@@ -182,7 +199,7 @@ class LocalStream:
 
     def admit(self, batch: list[Pending]) -> Finished:
         finished: Finished = []
-        rows, temperatures = [], []
+        rows, temperatures, configs = [], [], []
         limit = self.decoder.context
         for pending in batch:
             try:  # a request's own problem (its template, its prompt) is its error alone
@@ -199,7 +216,9 @@ class LocalStream:
             self.waiting[id(pending)] = (pending, ids)
             rows.append((id(pending), ids, budget))
             temperatures.append(pending.temperature)
-        return finished + self._answered(self.rows.admit(rows, temperatures))
+            configs.append(self.decoder.config(pending))
+        admitted = self.rows.admit(rows, temperatures, configs=configs)
+        return finished + self._answered(admitted)
 
     def step(self) -> Finished:
         return self._answered(self.rows.step())
@@ -231,7 +250,10 @@ class LocalStream:
 
 
 class TransformersBackend:
-    """One base model with all adapters (peft); the route's configuration is activated per batch."""
+    """One base model with all adapters (peft); requests of every route decode in one
+    batch, each row under its route's configuration (`AdapterBank.configure_rows`)."""
+
+    mixes_routes = True
 
     def __init__(
         self,
@@ -245,7 +267,10 @@ class TransformersBackend:
         self.bank = bank
         self.router = router
         self.mode = mode
-        self.decoder = LocalDecoder(bank.model, tokenizer, tool_format, batch_size)
+        self.decoder = LocalDecoder(
+            bank.model, tokenizer, tool_format, batch_size,
+            configure=bank.configure_rows,
+        )  # fmt: skip
 
     def names(self) -> list[str]:
         return self.bank.capabilities.names
@@ -254,7 +279,6 @@ class TransformersBackend:
         return self.router.route(messages, self.mode)
 
     def open(self, route: Route, chat: bool) -> LocalStream:
-        self.bank.activate(route)
         return self.decoder.open(route, chat)
 
 

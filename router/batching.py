@@ -1,13 +1,14 @@
 """Batching for `router serve`: requests decoded together, joining as others finish.
 
 One worker thread owns the model. Each request waits in a bounded queue; the
-worker routes it and opens a stream for its route, temperature and endpoint
-(chat or raw text), which the requests of the same kind arriving within a short
-window join. While the stream decodes, one token a step, a request that stops
-is answered at once, and a new request of the same kind joins between steps
-(continuous batching) up to the batch size; a request for another route waits
-until the stream drains, and once it has waited HOLD_S no more requests join
-the stream. A full queue is refused at once (`Overloaded`, which the server
+worker routes it and opens a stream for its kind: its endpoint (chat or raw
+text), and its route unless the backend decodes each row under its own route
+(`mixes_routes`: the local adapter bank). The requests of the same kind
+arriving within a short window join. While the stream decodes, one token a
+step, a request that stops is answered at once, and a new request of the same
+kind joins between steps (continuous batching) up to the batch size; a request
+of another kind waits until the stream drains, and once it has waited HOLD_S
+no more requests join the stream. A full queue is refused at once (`Overloaded`, which the server
 answers 503 with Retry-After), and a request whose client has gone before its
 decoding starts is dropped unread (`Pending.cancel`).
 """
@@ -57,13 +58,6 @@ class Pending:
     route: Route | None = None  # set when the worker routes it
 
     @property
-    def key(self) -> tuple[str, bool]:
-        """What requests decoded together share: route and endpoint (each samples at
-        its own temperature, so a greedy request joins a sampled one's stream)."""
-        assert self.route is not None
-        return self.route.key, bool(self.messages)
-
-    @property
     def temperature(self) -> float:
         """The sampling temperature (OpenAI's default is 1)."""
         t = self.request.temperature
@@ -104,6 +98,9 @@ class Stream(Protocol):
 
 
 Open = Callable[[Route, bool], Stream]  # (route, chat?) -> stream
+Kind = tuple[
+    str, bool
+]  # what requests decoded together share: (route key or "", chat?)
 
 
 class OneShot:
@@ -139,10 +136,10 @@ class OneShot:
 class Batcher:
     """The worker thread and its queue; `submit` blocks a request's thread until done.
 
-    A stream runs one route (and endpoint) at a time: requests
-    for it that arrive while it decodes join between steps, up to the batch size;
-    one for another route waits (and stops further joining) until the stream
-    drains, then starts the next stream.
+    A stream runs one kind of request at a time (its endpoint, and its route
+    unless `by_route` is off): requests of that kind that arrive while it decodes
+    join between steps, up to the batch size; one of another kind waits (and
+    stops further joining) until the stream drains, then starts the next stream.
     """
 
     def __init__(
@@ -151,10 +148,12 @@ class Batcher:
         open_stream: Open,
         batch_size: int,
         max_queue: int,
+        by_route: bool = True,
     ) -> None:
         if batch_size < 1 or max_queue < 1:
             raise RouterError("--batch-size and --max-queue must be at least 1")
         self.route = route
+        self.by_route = by_route
         self.open_stream = open_stream
         self.batch_size = batch_size
         self.queue: queue.Queue[Pending] = queue.Queue(maxsize=max_queue)
@@ -189,17 +188,28 @@ class Batcher:
                 if pending.future.set_running_or_notify_cancel():
                     pending.future.set_exception(exc)
 
-    def _overdue(self, key: tuple[str, bool]) -> Pending | None:
+    def _kind(self, pending: Pending) -> Kind:
+        """What requests decoded together share: endpoint, and route if `by_route`
+        (each samples at its own temperature, so a greedy request joins a sampled
+        one's stream)."""
+        assert pending.route is not None
+        return pending.route.key if self.by_route else "", bool(pending.messages)
+
+    def _overdue(self, key: Kind) -> Pending | None:
         """The oldest held request of another kind that has waited HOLD_S, if any."""
         now = time.monotonic()
         return next(
-            (p for p in self.held if p.key != key and now - p.arrived >= HOLD_S), None
+            (
+                p
+                for p in self.held
+                if self._kind(p) != key and now - p.arrived >= HOLD_S
+            ),
+            None,
         )
 
     def _gather(
-        self, key: tuple[str, bool], joining: list[Pending], live: int,
-        until: float | None,
-    ) -> None:  # fmt: skip
+        self, key: Kind, joining: list[Pending], live: int, until: float | None
+    ) -> None:
         """Move requests of `key` (held ones first, then the queue's, waiting for
         more until `until`) into `joining` while the stream has room and no request
         of another kind has waited HOLD_S; hold every other request taken."""
@@ -208,7 +218,7 @@ class Batcher:
             return live + len(joining) < self.batch_size and self._overdue(key) is None
 
         for pending in list(self.held):
-            if pending.key == key and room():
+            if self._kind(pending) == key and room():
                 self.held.remove(pending)
                 joining.append(pending)
         while len(self.held) < self.queue.maxsize:
@@ -216,12 +226,12 @@ class Batcher:
             pending = self._routed(wait)
             if pending is None:
                 return
-            if pending.key == key and room():
+            if self._kind(pending) == key and room():
                 joining.append(pending)
             else:
                 self.held.append(pending)
 
-    def _first(self, last: tuple[str, bool] | None) -> Pending:
+    def _first(self, last: Kind | None) -> Pending:
         """The request that opens the next stream: one of another kind than the
         stream just ended if it waited HOLD_S (it stopped that stream), else the
         oldest held, else the next from the queue."""
@@ -242,7 +252,7 @@ class Batcher:
         last = None
         while True:
             first = self._first(last)
-            last = first.key
+            last = self._kind(first)
             try:
                 stream = self.open_stream(first.route, bool(first.messages))  # type: ignore[arg-type]
             except Exception as exc:  # noqa: BLE001 - the request's error, the worker stays up

@@ -187,7 +187,8 @@ def conversation_key(messages: list[dict[str, Any]]) -> str:
 
 class Backend(Protocol):
     """What the server needs from a model: names, routing, and streams that decode
-    requests together under one route."""
+    requests together under one route (or, where `mixes_routes` is true, each
+    request under its own route)."""
 
     def names(self) -> list[str]: ...
 
@@ -221,7 +222,10 @@ class RoutedChat:
     ) -> None:
         self.backend = backend
         self.routes: OrderedDict[str, Route] = OrderedDict()  # the worker's alone
-        self.batcher = Batcher(self._route, backend.open, batch_size, max_queue)
+        self.batcher = Batcher(
+            self._route, backend.open, batch_size, max_queue,
+            by_route=not getattr(backend, "mixes_routes", False),
+        )  # fmt: skip
 
     def models(self) -> dict[str, Any]:
         created = int(time.time())

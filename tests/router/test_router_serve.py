@@ -433,8 +433,11 @@ def test_n_choices_and_stop_strings(served) -> None:
         )
 
 
-def _six_conversations(port: int) -> dict[int, list[str]]:
-    """Six concurrent three-turn conversations, greedy, each its own lengths."""
+def _six_conversations(
+    port: int, models: tuple[str, ...] = ("trace-router",)
+) -> dict[int, list[str]]:
+    """Six concurrent three-turn conversations, greedy, each its own lengths;
+    conversation i asks for model `models[i % len(models)]`."""
     client = _client(port)
     got: dict[int, list[str]] = {}
 
@@ -443,7 +446,7 @@ def _six_conversations(port: int) -> dict[int, list[str]]:
         got[index] = []
         for turn in range(3):
             answer = client.chat.completions.create(
-                model="trace-router", messages=messages, tools=TOOLS,
+                model=models[index % len(models)], messages=messages, tools=TOOLS,
                 temperature=0, max_tokens=6 + index,
             )  # fmt: skip
             text = answer.choices[0].message.content or ""
@@ -479,6 +482,38 @@ def test_batched_decoding_gives_the_one_at_a_time_replies(tiny_model_dir) -> Non
     assert max(batches[8]) > 1 and max(batches[1]) == 1, batches
     assert replies[8] == replies[1]
     assert sorted(replies[1]) == list(range(6))
+    assert all(len(r) == 3 for r in replies[1].values())
+
+
+def test_routed_requests_of_every_route_decode_in_one_batch(
+    tiny_model_dir, adapters
+) -> None:
+    """The adapter bank's server batches conversations pinned to the base model and
+    to each adapter together, each row under its own route, and answers as one at a
+    time does."""
+    from router.adapters import AdapterBank
+    from router.backends import TransformersBackend
+    from router.capabilities import load_capabilities
+    from trainer.models import load_base
+
+    capabilities = load_capabilities(adapters, str(tiny_model_dir))
+    base, tokenizer = load_base(str(tiny_model_dir))
+    bank = AdapterBank(base, capabilities)
+    models = (BASE, *capabilities.names)
+    replies, batches = {}, {}
+    for batch_size in (1, 8):
+        backend = TransformersBackend(
+            bank, None, tokenizer, "json", "argmax", batch_size
+        )
+        chat = RoutedChat(backend, batch_size)
+        port, stop = _serve(chat)
+        try:
+            replies[batch_size] = _six_conversations(port, models)
+        finally:
+            stop()
+        batches[batch_size] = chat.batcher.batches
+    assert max(batches[8]) > len(models), batches  # more rows than one route has
+    assert replies[8] == replies[1]
     assert all(len(r) == 3 for r in replies[1].values())
 
 
