@@ -82,6 +82,7 @@ class AdapterBank:
         self.built += 1
         name = f"mix{self.built}"
         names = sorted(weights)
+        self._own_scalings()  # peft builds the mix from each layer's scaling
         self.model.add_weighted_adapter(
             names, [weights[n] for n in names], name, combination_type="cat"
         )
@@ -102,6 +103,7 @@ class AdapterBank:
         if name in self.capabilities.names or name in self.baselines:
             raise RouterError(f"an adapter named {name} is already loaded")
         names = self.capabilities.names
+        self._own_scalings()  # a merge is built from each layer's scaling
         with peft_quietly():
             if path is not None:
                 self.model.load_adapter(str(path), adapter_name=name)
@@ -179,6 +181,13 @@ class AdapterBank:
                     layer.scaling[name] = columns[:, index] * scale
         self.rows, self.row_names = configs, names
 
+    def _own_scalings(self) -> None:
+        """Give back every layer its own scalings, where `configure_rows` set them per row."""
+        if self.rows is not None:
+            for layer, own in zip(self.layers, self.scalings, strict=True):
+                layer.scaling.update(own)
+            self.rows, self.row_names = None, []
+
     def _point(self, name: str) -> None:
         """Point every LoRA layer at adapter `name` (BASE: adapters off).
 
@@ -189,10 +198,7 @@ class AdapterBank:
         Gemma 3 270M with seven target modules). Scalings `configure_rows` set per
         row go back to each layer's own.
         """
-        if self.rows is not None:
-            for layer, own in zip(self.layers, self.scalings, strict=True):
-                layer.scaling.update(own)
-            self.rows, self.row_names = None, []
+        self._own_scalings()
         for layer in self.layers:
             layer._disable_adapters = name == BASE
             if name != BASE:

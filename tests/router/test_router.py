@@ -164,7 +164,18 @@ def test_rows_of_different_configurations_share_a_batch(
         again = bank.model(input_ids=ids.repeat(2, 1)).logits
     torch.testing.assert_close(again[0], alone[0], atol=1e-5, rtol=1e-4)
     torch.testing.assert_close(again[1], alone[3], atol=1e-5, rtol=1e-4)
+    # a mix built while rows are configured is built from each layer's own scaling
+    fresh = {"date_time_recovery": 0.2, "permission_error_recovery": 0.7}
+    bank.configure_rows([row_config(fresh)])
+    with torch.no_grad():
+        rows = bank.model(input_ids=ids).logits[0]
+    bank.activate_weights(fresh)
+    with torch.no_grad():
+        torch.testing.assert_close(
+            bank.model(input_ids=ids).logits[0], rows, atol=1e-5, rtol=1e-4
+        )
     # back to the activated configuration, each layer's own scaling restored
+    bank.configure_rows([row_config({})])
     bank.configure_rows(None)
     bank.activate_weights(configurations[1])
     with torch.no_grad():
