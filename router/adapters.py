@@ -72,6 +72,7 @@ class AdapterBank:
         self.row_names: list[str] = []  # the adapters those rows use
         self.built = 0
         self.active = BASE
+        self.active_weights: dict[str, float] = {}
         self.activate_weights({})
 
     def _mix(self, weights: dict[str, float]) -> str:
@@ -89,7 +90,7 @@ class AdapterBank:
         self.mixes[key] = name
         if len(self.mixes) > MAX_MIXES:
             _, oldest = self.mixes.popitem(last=False)
-            if oldest != self.model.active_adapter:
+            if oldest != self.active:
                 self.model.delete_adapter(oldest)
         return name
 
@@ -135,13 +136,13 @@ class AdapterBank:
         """Make `weights` the live configuration ({}: the base model); returns its name."""
         name = self.adapter_for(weights) if weights else BASE
         self._point(name)
-        self.active = name
+        self.active, self.active_weights = name, dict(weights)
         return name
 
     def configure_rows(self, configs: Sequence[RowConfig | None] | None) -> None:
         """Set the next forward pass's rows each to its own configuration (`row_config`
-        of its weights; None or (): the base model), or with None back to the
-        configuration last activated. `TransformersGenerator(configure=...)` calls it
+        of its weights, () the base model; a row of None, or `configs` None: the
+        configuration last activated). `TransformersGenerator(configure=...)` calls it
         before every pass, so rows of different adapters and mixes decode in one
         batch (multi-LoRA batching, as S-LoRA and vLLM serve many adapters at once).
 
@@ -167,26 +168,37 @@ class AdapterBank:
         """Each layer's scaling of every adapter the rows use, as [rows, 1, 1]."""
         import torch
 
-        weights = [dict(config or ()) for config in configs]
+        weights = [
+            self.active_weights if config is None else dict(config)
+            for config in configs
+        ]
         names = sorted({name for row in weights for name in row})
         self._known(names)
-        device = next(self.model.parameters()).device
         columns = torch.tensor(
-            [[row.get(name, 0.0) for name in names] for row in weights], device=device
+            [[row.get(name, 0.0) for name in names] for row in weights]
         )[:, :, None, None]  # [rows, adapters, 1, 1]
         for layer, own in zip(self.layers, self.scalings, strict=True):
             for index, name in enumerate(names):
-                if name in layer.scaling:  # an adapter may leave some layers alone
-                    scale = own.setdefault(name, layer.scaling[name])
-                    layer.scaling[name] = columns[:, index] * scale
+                if name not in layer.scaling:  # an adapter may leave some layers alone
+                    continue
+                if name in getattr(layer, "lora_variant", {}):
+                    raise RouterError(
+                        f"the adapter {name} is a LoRA variant (DoRA), whose update "
+                        "is not linear in its scaling; play it on its own"
+                    )
+                scale = own.setdefault(name, layer.scaling[name])
+                weight = layer.lora_B[name].weight  # the update's dtype and device
+                layer.scaling[name] = (columns[:, index] * scale).to(weight)
         self.rows, self.row_names = configs, names
 
     def _own_scalings(self) -> None:
-        """Give back every layer its own scalings, where `configure_rows` set them per row."""
+        """Give back every layer its own scalings, where `configure_rows` set them per
+        row, and point the layers at the configuration last activated."""
         if self.rows is not None:
             for layer, own in zip(self.layers, self.scalings, strict=True):
                 layer.scaling.update(own)
             self.rows, self.row_names = None, []
+            self._point(self.active)
 
     def _point(self, name: str) -> None:
         """Point every LoRA layer at adapter `name` (BASE: adapters off).

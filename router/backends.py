@@ -149,7 +149,8 @@ class LocalDecoder:
         self, prompt: list[int], tokens: list[int], echo: bool, top: int
     ) -> dict[str, Any]:
         """OpenAI's logprobs block of the returned tokens (the prompt's too with
-        `echo`; its first token has none), from one pass under the active route."""
+        `echo`; its first token has none), from one pass under the request's route
+        (activated, or with `configure` set for this one row by `completion`)."""
         sequence = prompt + tokens
         device = next(self.model.parameters()).device
         logits = self.model(input_ids=torch.tensor([sequence], device=device)).logits

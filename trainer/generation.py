@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from trainer.errors import TrainerError
 from trainer.models import cache_kwargs, pad_id, returned_cache
 from trainer.rollout import Sample
 
@@ -533,7 +534,8 @@ class EpisodeTurns:
     At most `batch_size` rows decode at once. A continuing episode takes back the
     slot its turn just left, before any waiting first turn, so it always resumes
     from its own kept cache (the pool holds the turns that ended at the last
-    step); a first turn joins when an episode ends, from what an earlier admission
+    step), unless it now names another configuration (a task routed elsewhere),
+    under which it is encoded afresh; a first turn joins when an episode ends, from what an earlier admission
     left in `DecodeStream.prefixes`: the system prompt the first turns shared, or
     its group's whole prompt (held while siblings of an admitted first turn wait).
     """
@@ -557,6 +559,11 @@ class EpisodeTurns:
     ) -> None:
         """Queue a turn: `prompt` is the episode's whole sequence so far, decoded
         under `config` (see `TransformersGenerator.configure`)."""
+        if config is not None and self.generator.configure is None:
+            raise TrainerError(
+                "a turn names a configuration, but the generator has no `configure` "
+                "to apply it; build it with configure=..."
+            )
         queue = self.continuing if key in self.returned else self.first
         queue.append((key, prompt, budget, config))
 

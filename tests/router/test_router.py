@@ -174,8 +174,13 @@ def test_rows_of_different_configurations_share_a_batch(
         torch.testing.assert_close(
             bank.model(input_ids=ids).logits[0], rows, atol=1e-5, rtol=1e-4
         )
+    # a row of no configuration runs the one last activated
+    bank.activate_weights(configurations[2])
+    bank.configure_rows([row_config({}), None])
+    with torch.no_grad():
+        mixed = bank.model(input_ids=ids.repeat(2, 1)).logits
+    torch.testing.assert_close(mixed[1], alone[2], atol=1e-5, rtol=1e-4)
     # back to the activated configuration, each layer's own scaling restored
-    bank.configure_rows([row_config({})])
     bank.configure_rows(None)
     bank.activate_weights(configurations[1])
     with torch.no_grad():

@@ -350,6 +350,30 @@ def _play(flight, prompts: list[list[int]], turns: int, tokenizer, live=None):
     return played
 
 
+def test_a_configuration_is_refused_where_nothing_can_apply_it(
+    tiny_model_dir, tiny_tokenizer
+) -> None:
+    """A turn naming its configuration needs a generator with `configure` (a lockstep
+    generator, or a stream without it, would decode it under whatever is active)."""
+    from trainer.generation import TransformersGenerator
+    from trainer.models import load_base
+    from trainer.rollout import Lockstep
+
+    model, _ = load_base(str(tiny_model_dir))
+    plain = TransformersGenerator(model, tiny_tokenizer)
+    for turns in (plain.stream(0.0), Lockstep(plain, 0.0)):
+        with pytest.raises(TrainerError, match="configur"):
+            turns.submit("a", [1, 2, 3], 4, (("adapter", 1.0),))
+    seen = []
+    configured = TransformersGenerator(model, tiny_tokenizer, configure=seen.append)
+    stream = configured.stream(0.0)
+    stream.submit("a", [1, 2, 3], 2, (("adapter", 1.0),))
+    while stream.live:
+        stream.step()
+    # every forward pass was told its rows' configurations
+    assert seen and all(rows == [(("adapter", 1.0),)] for rows in seen)
+
+
 @pytest.mark.parametrize("sliding_window", [None, 6], ids=["qwen2", "gemma3-sliding"])
 def test_turns_decoded_continuously_match_lockstep_and_keep_the_batch_full(
     tmp_path, sliding_window

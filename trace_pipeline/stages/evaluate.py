@@ -108,17 +108,19 @@ def play_job(context: Context, folder: Path, plays: list[dict[str, Any]]) -> Non
     keys = [p["key"] for p in plays for _ in p["seeds"]]
     weights = [p["weights"] for p in plays for _ in p["seeds"]]
     chosen = _selected(context, [seed for p in plays for seed in p["seeds"]])
-    with mixed_precision(context.config.precision, bank.model):
-        episodes = play(
-            bank.activate_weights,
-            _rows_generator(bank, tokenizer),
-            tokenizer,
-            chosen,
-            weights,
-            context.limits(),
-            bank.capabilities.tool_format(tokenizer),
-        )
-    bank.configure_rows(None)
+    try:
+        with mixed_precision(context.config.precision, bank.model):
+            episodes = play(
+                bank.activate_weights,
+                _rows_generator(bank, tokenizer),
+                tokenizer,
+                chosen,
+                weights,
+                context.limits(),
+                bank.capabilities.tool_format(tokenizer),
+            )
+    finally:  # the bank is kept for the next job
+        bank.configure_rows(None)
     rows = [
         transcript(e) | {"configuration": key}
         for e, key in zip(episodes, keys, strict=True)
@@ -136,18 +138,20 @@ def rerouting_job(
     from trainer.models import mixed_precision
 
     bank, tokenizer, router, _ = routed_model(context)
-    with mixed_precision(context.config.precision, bank.model):
-        episodes, chains = play_rerouting(
-            _rows_generator(bank, tokenizer),
-            router,
-            tokenizer,
-            _selected(context, seeds),
-            [Route(r["mode"], r["target"], r["adapters"]) for r in first],
-            REROUTE_MODE,
-            context.limits(),
-            bank.capabilities.tool_format(tokenizer),
-        )
-    bank.configure_rows(None)
+    try:
+        with mixed_precision(context.config.precision, bank.model):
+            episodes, chains = play_rerouting(
+                _rows_generator(bank, tokenizer),
+                router,
+                tokenizer,
+                _selected(context, seeds),
+                [Route(r["mode"], r["target"], r["adapters"]) for r in first],
+                REROUTE_MODE,
+                context.limits(),
+                bank.capabilities.tool_format(tokenizer),
+            )
+    finally:  # the bank is kept for the next job
+        bank.configure_rows(None)
     rows = [
         transcript(e) | {"routes": c} for e, c in zip(episodes, chains, strict=True)
     ]
