@@ -114,12 +114,13 @@ def evaluate(
             )
         ]
         if on_wave is not None and len(played) < episodes:
-            on_wave(_report(played, seeds[: len(played)]))
-    return _report(played, seeds)
+            on_wave(report_of(played, seeds[: len(played)]))
+    return report_of(played, seeds)
 
 
-def _report(played: Sequence[Episode], seeds: Sequence[int]) -> dict[str, Any]:
-    """Success and reward with their intervals, and each seed's outcome."""
+def report_of(played: Sequence[Episode], seeds: Sequence[int]) -> dict[str, Any]:
+    """Success and reward with their intervals, and each seed's outcome (episode i
+    played seed i)."""
     success = confidence_interval([float(e.success) for e in played])
     reward = confidence_interval([e.reward for e in played])
     return {

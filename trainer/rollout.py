@@ -255,7 +255,7 @@ def _open(
 
 
 def collect(
-    handle: EnvHandle,
+    handle: EnvHandle | Sequence[EnvHandle],
     generator: Generator,
     tokenizer: Any,
     seeds: Sequence[int],
@@ -269,7 +269,8 @@ def collect(
 ) -> list[Group]:
     """Run K episodes per seed to the end; return one group of K episodes per seed.
 
-    `tool_format` is how tools are listed when the chat template has no tool role;
+    `handle` is the environment, or one per seed (episodes of several environments
+    decode in one batch). `tool_format` is how tools are listed when the chat template has no tool role;
     `progress` names a bar of finished episodes (shown on a terminal, rank 0 only);
     the first `hinted` episodes of each group see `hints[seed]` in their system
     message (hint injection; the rest play plain). `config_of(episode)`, asked
@@ -279,12 +280,15 @@ def collect(
     groups: list[Group] = []
     chats: dict[int, ChatFormat] = {}
     chat: ChatFormat | None = None
-    for index, seed in enumerate(seeds):
+    handles = list(handle) if isinstance(handle, Sequence) else [handle] * len(seeds)
+    if len(handles) != len(seeds):
+        raise TrainerError(f"{len(handles)} environments for {len(seeds)} seeds")
+    for index, (seed, env) in enumerate(zip(seeds, handles, strict=True)):
         group = []
         for k in range(group_size):
             episode = Episode(group=index, seed=seed)
             hint = hints[seed] if hints is not None and k < hinted else None
-            opened = _open(episode, handle, tokenizer, limits, tool_format, chat, hint)
+            opened = _open(episode, env, tokenizer, limits, tool_format, chat, hint)
             if opened is not None:
                 chat = chats[id(episode)] = opened
             group.append(episode)

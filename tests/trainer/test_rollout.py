@@ -41,6 +41,23 @@ class ScriptedGenerator:
         return out
 
 
+def test_episodes_of_several_environments_share_one_collect(tiny_tokenizer) -> None:
+    """One environment per seed: each episode opens on its own environment."""
+    envs = [
+        resolve_env(str(ROOT / "generated_envs" / name))
+        for name in ("date_time_recovery", "permission_error_recovery")
+    ]
+    limits = RolloutLimits(max_turns=2, max_total_tokens=100_000)
+    generator = ScriptedGenerator(tiny_tokenizer, ["All set."])
+    groups = collect(envs, generator, tiny_tokenizer, [5, 5], 1, limits)
+    for env, (episode,) in zip(envs, groups, strict=True):
+        opening = json.loads(env.make().reset(seed=5)[0])
+        assert episode.messages[: len(opening)] == opening
+    assert groups[0][0].messages[:2] != groups[1][0].messages[:2]
+    with pytest.raises(TrainerError, match="2 environments for 1 seeds"):
+        collect(envs, generator, tiny_tokenizer, [5], 1, limits)
+
+
 def test_mask_covers_exactly_the_sampled_tokens(tiny_tokenizer) -> None:
     handle = resolve_env(str(ROOT / "generated_envs" / "date_time_recovery"))
     generator = ScriptedGenerator(

@@ -65,7 +65,11 @@ STAGES = (
     Stage("analyze", ("analyze",), ("collect",), analyze.run),
     Stage("generate", ("generate",), ("analyze",), generate.run, plays_target=True),
     Stage(
-        "train", (*MODEL, "train", "rollout"), ("generate",), train.run, jobs=("train",)
+        "train",
+        (*MODEL, "train", "rollout"),
+        ("generate",),
+        train.run,
+        jobs=("train", "own-env"),
     ),
     Stage(
         "baselines",

@@ -2,9 +2,10 @@
 
 Each adapter is one job (`trainer.run.open_run`, the code `trainer train`
 runs), kept as it finishes, so a killed run redoes only the adapter it was
-training. Each adapter is also played on its own environment's evaluation
-seeds before and after training, greedily, so the report can show what
-training did where the capability is isolated.
+training. Then one more job plays each adapter, and the base model, on the
+adapter's own environment's evaluation seeds, greedily, all in one batch (each
+row under its own configuration), so the report can show what training did
+where the capability is isolated.
 """
 
 from __future__ import annotations
@@ -32,49 +33,15 @@ def train_config(context: Context) -> Any:
     return TrainConfig(**train, **rollout, precision=context.config.precision)
 
 
-def own_success(
-    context: Context, env: str, model: Any, tokenizer: Any
-) -> dict[str, Any]:
-    """Greedy success on the environment's first evaluation seeds."""
-    from trainer.config import EVAL_SEED_BASE
-    from trainer.envs import resolve_env
-    from trainer.evaluation import evaluate
-    from trainer.generation import TransformersGenerator
-    from trainer.models import mixed_precision
-
-    with mixed_precision(context.config.precision, model):
-        report = evaluate(
-            resolve_env(env),
-            TransformersGenerator(model, tokenizer),
-            tokenizer,
-            context.config.train.own_env_episodes,
-            context.limits(),
-            EVAL_SEED_BASE,
-            context.config.rollout.tool_format,
-        )
-    return {
-        k: report[k] for k in ("episodes", "success_rate", "success_ci95", "outcomes")
-    }
-
-
 def train_job(context: Context, folder: Path, env: str) -> None:
-    """One adapter into `folder/adapter`, its own-environment success before and after
-    training into `folder/summary.json` (a resumable job: see `trace_pipeline.executors`;
-    a killed one goes on from its last checkpoint, and keeps its success before)."""
+    """One adapter into `folder/adapter`, its GRPO iterations into `folder/summary.json`
+    (a resumable job: see `trace_pipeline.executors`; a killed one goes on from its
+    last checkpoint)."""
     from trainer import checkpoint
     from trainer.errors import TrainerError
     from trainer.run import open_run
 
     name, settings = Path(env).name, context.config.train
-    measured = folder / "before.json"
-    if measured.is_file():
-        before = json.loads(measured.read_text(encoding="utf-8"))
-    else:
-        episodes = settings.own_env_episodes
-        before = own_success(context, env, *context.base()) if episodes else None
-        write_json(measured, before)
-    if before is not None:
-        context.say(f"train: {name}: own environment before {_rate(before)}")
     adapter = folder / "adapter"
     resume = checkpoint.exists(adapter)
     if resume:
@@ -110,16 +77,77 @@ def train_job(context: Context, folder: Path, env: str) -> None:
                 f"train: {name}: stopped by signal {outcome.stopped_by}"
             )
         raise KeyboardInterrupt(outcome.stopped_by)
-    run.model.eval()
-    after = (
-        own_success(context, env, run.model, run.tokenizer)
-        if settings.own_env_episodes
-        else None
+    write_json(folder / "summary.json", {"iterations": len(outcome.metrics)})
+
+
+def own_env_job(
+    context: Context, folder: Path, adapters: dict[str, str], envs: dict[str, str]
+) -> None:
+    """The base model and each adapter (`adapters`: name -> its train job's folder)
+    on the first evaluation seeds of the adapter's own environment (`envs`),
+    greedily, every row in one batch (a job): `folder/own_env.json` holds each
+    adapter's success before and after training."""
+    from router.adapters import AdapterBank, row_config
+    from router.capabilities import load_capabilities
+    from trainer.config import EVAL_SEED_BASE
+    from trainer.envs import resolve_env
+    from trainer.evaluation import report_of
+    from trainer.generation import TransformersGenerator
+    from trainer.models import load_base, mixed_precision
+    from trainer.rollout import collect
+
+    bank_folder = folder / "adapters"
+    shutil.rmtree(bank_folder, ignore_errors=True)  # what a killed try left
+    for name, job in adapters.items():
+        shutil.copytree(
+            context.folder.root / ".jobs" / job / "adapter",
+            bank_folder / name,
+            ignore=shutil.ignore_patterns("checkpoint"),
+        )
+    capabilities = load_capabilities(bank_folder, context.model_path)
+    base, tokenizer = load_base(
+        context.model_path,
+        chat_template=context.config.chat_template,
+        precision=context.config.precision,
     )
-    if after is not None:
-        context.say(f"train: {name}: own environment after {_rate(after)}")
-    summary = {"iterations": len(outcome.metrics), "before": before, "after": after}
-    write_json(folder / "summary.json", summary)
+    bank = AdapterBank(base, capabilities)
+    seeds = [EVAL_SEED_BASE + i for i in range(context.config.train.own_env_episodes)]
+    rows = [  # (adapter, "before" or "after", environment, seed, configuration)
+        (name, when, resolve_env(envs[name]), seed, row_config(weights))
+        for name in adapters
+        for when, weights in (("before", {}), ("after", {name: 1.0}))
+        for seed in seeds
+    ]
+    generator = TransformersGenerator(
+        bank.model, tokenizer, configure=bank.configure_rows
+    )
+    with mixed_precision(context.config.precision, bank.model):
+        groups = collect(
+            [env for _, _, env, _, _ in rows],
+            generator,
+            tokenizer,
+            [seed for *_, seed, _ in rows],
+            1,
+            context.limits(),
+            capabilities.tool_format(tokenizer),
+            config_of=lambda episode: rows[episode.group][-1],
+        )
+    result: dict[str, dict[str, Any]] = {name: {} for name in adapters}
+    for name in adapters:
+        for when in ("before", "after"):
+            played = [
+                group[0]
+                for group, (owner, moment, *_) in zip(groups, rows, strict=True)
+                if (owner, moment) == (name, when)
+            ]
+            report = report_of(played, seeds)
+            result[name][when] = {
+                k: report[k]
+                for k in ("episodes", "success_rate", "success_ci95", "outcomes")
+            }
+            context.say(f"train: {name}: own environment {when} {_rate(report)}")
+    shutil.rmtree(bank_folder)
+    write_json(folder / "own_env.json", result)
 
 
 def _rate(report: dict[str, Any]) -> str:
@@ -127,14 +155,14 @@ def _rate(report: dict[str, Any]) -> str:
 
 
 def trained_inputs(context: Context) -> dict[str, Any]:
-    """What every adapter of the run depends on besides its environment."""
+    """What every adapter of the run depends on besides its environment (not how
+    many own-environment episodes judge it)."""
     generated = context.folder.manifest("generate") or {}
-    return {
-        "generate": generated.get("key"),
-        "config": context.config.section(
-            "model", "chat_template", "precision", "train", "rollout"
-        ),
-    }
+    config = context.config.section(
+        "model", "chat_template", "precision", "train", "rollout"
+    )
+    del config["train"]["own_env_episodes"]
+    return {"generate": generated.get("key"), "config": config}
 
 
 def run(context: Context, out: Path) -> dict[str, Any]:
@@ -144,23 +172,52 @@ def run(context: Context, out: Path) -> dict[str, Any]:
         f"train: {len(packages)} adapters, {context.config.train.iterations} GRPO "
         f"iterations each ({context.config.executor} executor)"
     )
+    envs = {
+        name: str(context.folder.stage("generate") / relative)
+        for name, relative in packages
+    }
     jobs = [
         Job(
             "train",
             {"env": name, **trained_inputs(context)},
-            "trace_pipeline.stages.train:train_job",
-            {"env": str(context.folder.stage("generate") / relative)},
+            f"{__name__}:train_job",
+            {"env": envs[name]},
             resumable=True,
         )
-        for name, relative in packages
+        for name in envs
     ]
+    trained = dict(zip(envs, run_jobs(context, jobs), strict=True))
+    own: dict[str, dict[str, Any]] = {}
+    if trained and context.config.train.own_env_episodes:
+        folders = {name: done.folder.name for name, done in trained.items()}
+        arguments = {"adapters": folders, "envs": envs}
+        inputs = {
+            "adapters": folders,
+            "config": context.config.section(
+                "model", "chat_template", "precision", "rollout",
+                "train.own_env_episodes",
+            ),
+        }  # fmt: skip
+        context.say(
+            f"train: {len(trained)} adapters and the base model on their own "
+            "environments, in one batch"
+        )
+        (done,) = run_jobs(
+            context, [Job("own-env", inputs, f"{__name__}:own_env_job", arguments)]
+        )
+        own = json.loads((done.folder / "own_env.json").read_text("utf-8"))
     adapters, hosts = {}, {}
-    for (name, _), done in zip(packages, run_jobs(context, jobs), strict=True):
+    for name, done in trained.items():
         shutil.copytree(
             done.folder / "adapter",
             out / "adapters" / name,
             ignore=shutil.ignore_patterns("checkpoint"),
         )
-        adapters[name] = json.loads((done.folder / "summary.json").read_text("utf-8"))
+        summary = json.loads((done.folder / "summary.json").read_text("utf-8"))
+        adapters[name] = {
+            **summary,
+            "before": own.get(name, {}).get("before"),
+            "after": own.get(name, {}).get("after"),
+        }
         hosts[name] = done.host
     return {"adapters": adapters, "ran_on": hosts}
