@@ -3,9 +3,9 @@
 Each adapter is one job (`trainer.run.open_run`, the code `trainer train`
 runs), kept as it finishes, so a killed run redoes only the adapter it was
 training. Then one more job plays each adapter, and the base model, on the
-adapter's own environment's evaluation seeds, greedily, all in one batch (each
-row under its own configuration), so the report can show what training did
-where the capability is isolated.
+adapter's own environment's evaluation seeds, greedily, every row in one stream
+(each under its own configuration, up to the generation batch at once), so the
+report can show what training did where the capability is isolated.
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def own_env_job(
 ) -> None:
     """The base model and each adapter (`adapters`: name -> its train job's folder)
     on the first evaluation seeds of the adapter's own environment (`envs`),
-    greedily, every row in one batch (a job): `folder/own_env.json` holds each
+    greedily, every row in one stream (a job): `folder/own_env.json` holds each
     adapter's success before and after training."""
     from router.adapters import AdapterBank, row_config
     from router.capabilities import load_capabilities
@@ -97,7 +97,6 @@ def own_env_job(
     from trainer.rollout import collect
 
     bank_folder = folder / "adapters"
-    shutil.rmtree(bank_folder, ignore_errors=True)  # what a killed try left
     for name, job in adapters.items():
         shutil.copytree(
             context.folder.root / ".jobs" / job / "adapter",
