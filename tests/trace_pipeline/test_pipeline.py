@@ -453,6 +453,32 @@ def test_re_routing_can_start_from_the_base_model(
     assert f"reusing the finished job {played['base']}" in again.stderr
 
 
+def test_a_new_own_environment_count_plays_only_the_own_environment_job(
+    finished: Path, tmp_path: Path
+) -> None:
+    """The adapters' keys leave out how many own-environment episodes judge them: a
+    new count reuses every trained adapter and plays the own-env job again; 0
+    plays none and reports no before and after."""
+    out, _, again = _rerun_changed(
+        finished, tmp_path, "own_env_episodes: 2", "own_env_episodes: 3"
+    )
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert again.stderr.count("train: reusing the finished job train-") == 2
+    assert "own-env: reusing" not in again.stderr
+    trained = json.loads((out / "train" / "manifest.json").read_text())["result"]
+    for adapter in trained["adapters"].values():
+        assert adapter["before"]["episodes"] == adapter["after"]["episodes"] == 3
+    out, _, none = _rerun_changed(
+        finished, tmp_path / "none", "own_env_episodes: 2", "own_env_episodes: 0"
+    )
+    assert none.returncode == 0, none.stderr[-2000:]
+    assert "own environments" not in none.stderr
+    trained = json.loads((out / "train" / "manifest.json").read_text())["result"]
+    assert all(
+        a["before"] is None and a["after"] is None for a in trained["adapters"].values()
+    )
+
+
 def test_a_retrain_replays_every_configuration_but_the_base_models(
     finished: Path, tmp_path: Path
 ) -> None:
