@@ -105,8 +105,8 @@ def play(
     """One episode per task, task i played with configuration `weights[i]` held throughout.
 
     A generator with `configure` (`TransformersGenerator(configure=
-    bank.configure_rows)`) decodes all tasks of an environment in one batch, each
-    row under its task's configuration. Any other plays one batch per
+    bank.configure_rows)`) decodes all tasks in one batch, whatever their
+    environments, each row under its task's configuration. Any other plays one batch per
     configuration, made live by `activate(weights)` (`AdapterBank.activate_weights`,
     or the vLLM generator's LoRARequest).
     """
@@ -142,26 +142,19 @@ def _together(
     limits: RolloutLimits,
     tool_format: str,
 ) -> list[Episode]:
-    """One episode per task, the tasks of each environment in one batch, each turn
-    of task i decoded under `config_of(i, episode)`."""
-    by_env: dict[str, list[int]] = defaultdict(list)
-    for index, task in enumerate(tasks):
-        by_env[task.env.env_id].append(index)
-    played: list[Episode | None] = [None] * len(tasks)
-    for indices in by_env.values():
-        groups = collect(
-            tasks[indices[0]].env,
-            generator,
-            tokenizer,
-            [tasks[i].seed for i in indices],
-            1,
-            limits,
-            tool_format,
-            config_of=lambda e, at=indices: config_of(at[e.group], e),
-        )
-        for index, (episode,) in zip(indices, groups, strict=True):
-            played[index] = episode
-    return [e for e in played if e is not None]
+    """One episode per task, every task in one batch (whatever its environment),
+    each turn of task i decoded under `config_of(i, episode)`."""
+    groups = collect(
+        [task.env for task in tasks],
+        generator,
+        tokenizer,
+        [task.seed for task in tasks],
+        1,
+        limits,
+        tool_format,
+        config_of=lambda episode: config_of(episode.group, episode),
+    )
+    return [episode for (episode,) in groups]
 
 
 def new_errors(episode: Episode, seen: int) -> list[str]:
