@@ -7,7 +7,13 @@ from typing import Any
 
 from factory.analyze.statistics import Selection
 from factory.archetypes import archetypes
-from factory.spec import CapabilitySpec, Evidence, FailurePattern, InlineTarget
+from factory.spec import (
+    CapabilitySpec,
+    Evidence,
+    FailurePattern,
+    Generation,
+    InlineTarget,
+)
 from factory.trajectory.labels import Capability
 from factory.trajectory.records import Trajectory
 
@@ -27,7 +33,9 @@ def build_spec(
     target: str | dict[str, Any],
     patterns: list[tuple[Trajectory, str]],
 ) -> CapabilitySpec:
-    """The spec of one retained capability, with its evidence and failure patterns."""
+    """The spec of one retained capability, with its evidence and failure patterns,
+    and the difficulty its archetype fits to those failures (so the generated tasks
+    look like the ones the agent failed)."""
     archetype = archetypes().get(capability.archetype or "")
     fits = (
         archetype is not None and isinstance(target, str) and target in archetype.kits
@@ -36,6 +44,11 @@ def build_spec(
         archetype.title if archetype else capability.name.replace("_", " ").capitalize()
     )
     full = selection.full
+    fitted = (
+        archetype.fit(target, [t for t, _ in patterns])
+        if fits and archetype.fit is not None
+        else {}
+    )
     return CapabilitySpec(
         name=snake_name(capability.name),
         title=title,
@@ -56,4 +69,5 @@ def build_spec(
             n_failed=full.n_failed,
             n_passed=full.n_passed,
         ),
+        generation=Generation(difficulty=fitted),
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -19,6 +19,8 @@ from typing import Any
 from factory.runtime import Knob
 
 Detector = Callable[[Any], Any]
+# (kit, the trajectories judged lacking) -> knob values of the kit's task module
+Fit = Callable[[str, Sequence[Any]], dict[str, int]]
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,8 @@ class Archetype:
     description: str
     lacking_behaviour: str
     detector: Detector = field(repr=False)
+    # what the agent's failures say about the tasks to generate (None: the defaults)
+    fit: Fit | None = field(default=None, repr=False)
 
     @property
     def package(self) -> str:

@@ -24,11 +24,18 @@ SETTING_ERROR = re.compile(
     r"|no (network|connection|signal)|airplane mode",
     re.IGNORECASE,
 )
+# A holiday named without its year is a date relative to today (which year's).
+HOLIDAY = re.compile(
+    r"\b(christmas|thanksgiving|independence day|new year'?s day|labor day"
+    r"|memorial day|veterans day|juneteenth|easter|halloween)\b",
+    re.IGNORECASE,
+)
 RELATIVE_TIME = re.compile(
     r"\b(tomorrow|yesterday|tonight|today|next (week|month|year|monday|tuesday|wednesday"
     r"|thursday|friday|saturday|sunday)|this (coming )?(monday|tuesday|wednesday|thursday"
     r"|friday|saturday|sunday|weekend)|in \d+ (minutes?|hours?|days?|weeks?|months?)"
-    r"|\d+ (minutes?|hours?|days?|weeks?) (from now|ago|later))\b",
+    r"|\d+ (minutes?|hours?|days?|weeks?) (from now|ago|later))\b"
+    rf"|{HOLIDAY.pattern}",
     re.IGNORECASE,
 )
 DATE_KEY = re.compile(r"date|time|timestamp|when|day", re.IGNORECASE)

@@ -74,6 +74,55 @@ def test_date_time_without_date_tools_is_lacking() -> None:
     )
 
 
+def test_a_holiday_without_its_year_is_a_relative_date() -> None:
+    """ "Thanksgiving at 19:15": which year's comes from the clock, so a reminder set
+    without the date tools lacks the capability."""
+    messages = [
+        {
+            "role": "user",
+            "content": 'Add a reminder "pay rent" for Thanksgiving at 19:15.',
+        },
+        call("add_reminder", "1", content="pay rent", reminder_timestamp=1.7e9),
+        result("1", '"r1"'),
+    ]
+    assert label("date_time_recovery", trajectory(messages)) is Label.LACKING
+
+
+def test_the_date_time_package_is_fitted_to_the_failures() -> None:
+    """The phone package's knobs follow the failed runs: the kinds of relative date
+    they used (holidays are the fourth kind), how far ahead, and how many texted."""
+    fit = archetypes()["date_time_recovery"].fit
+
+    def failed(request: str, tool: str) -> Trajectory:
+        arguments = {"content": "x", "reminder_timestamp": 1.7e9}
+        return trajectory(
+            [{"role": "user", "content": request}, call(tool, "1", **arguments)]
+        )
+
+    runs = [
+        failed("Add a reminder for 9 days from today at 10:30.", "add_reminder"),
+        failed("Add a reminder for Thanksgiving at 19:15.", "add_reminder"),
+        failed("Add a reminder for this coming Friday at 08:00.", "add_reminder"),
+        failed("Text Ann: dinner in 3 days", "send_message_with_phone_number"),
+    ]
+    assert fit("phone", runs) == {
+        "share_messages": 25,
+        "expression_kinds": 4,
+        "horizon_days": 9,
+    }
+    assert fit("phone", runs[:1]) == {
+        "share_messages": 0,
+        "expression_kinds": 1,
+        "horizon_days": 9,
+    }
+    assert fit("airline", runs) == {} and fit("phone", []) == {}
+    # the spec factory generate builds from accepts them
+    from factory.runtime.task import resolve_knobs
+
+    knobs = archetypes()["date_time_recovery"].knobs("phone")
+    assert resolve_knobs(knobs, fit("phone", runs))["expression_kinds"] == 4
+
+
 def test_a_wrong_date_written_in_a_message_is_the_date_detectors() -> None:
     """Asked for a relative date in a message's text, a wrong date there is a date-time
     deficit, not an imprecise argument."""

@@ -2,7 +2,7 @@
 
 from factory.archetypes.registry import Archetype
 
-from .detector import detect
+from .detector import detect, fit
 
 ARCHETYPE = Archetype(
     id="date_time_recovery",
@@ -14,4 +14,5 @@ ARCHETYPE = Archetype(
         "computes the relative date in its head and gets it wrong (weekday numbering, time of day, or the day rollover)"
     ),
     detector=detect,
+    fit=fit,
 )

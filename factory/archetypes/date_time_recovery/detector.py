@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
+
 from factory.trajectory.evidence import (
     DATE_KEY,
+    HOLIDAY,
     NA,
     RELATIVE_TIME,
     WRITTEN_DATE,
@@ -14,6 +18,15 @@ from factory.trajectory.evidence import (
 )
 from factory.trajectory.labels import Judgement, Label
 from factory.trajectory.records import Trajectory
+
+# The phone task module's kinds of relative expression, in its `expression_kinds` order.
+KINDS = (
+    ("in_days", re.compile(r"\b\d+ days? (from|after) (today|now)|\bin \d+ days?\b", re.I)),
+    ("weekday", re.compile(r"\b(this coming|next) (mon|tues|wednes|thurs|fri|satur|sun)day\b", re.I)),
+    ("hours", re.compile(r"\b\d+ hours? from now|\bin \d+ hours?\b", re.I)),
+    ("holiday", HOLIDAY),
+)  # fmt: skip
+DAYS = re.compile(r"\b(\d+) days?\b", re.IGNORECASE)
 
 
 def detect(trajectory: Trajectory) -> Judgement:
@@ -53,3 +66,27 @@ def detect(trajectory: Trajectory) -> Judgement:
                 Label.PRESENT, "resolved the relative date with the date tools"
             )
     return NA
+
+
+def fit(kit: str, failed: Sequence[Trajectory]) -> dict[str, int]:
+    """Knob values that make the kit's generated tasks look like the failed ones:
+    every kind of relative expression they used, as far ahead as they went, and as
+    many of them messages (the rest reminders) as among them."""
+    if kit != "phone" or not failed:
+        return {}
+    texts = [t.user_text() for t in failed]
+    used = [
+        i for i, (_, kind) in enumerate(KINDS) if any(kind.search(t) for t in texts)
+    ]
+    days = [int(n) for t in texts for n in DAYS.findall(t)]
+    messages = sum(
+        any("message" in s.name for s in t.steps if s.writes)
+        or any("message" in a.name for a in expected_writes(t) or [])
+        for t in failed
+    )
+    fitted = {"share_messages": round(100 * messages / len(failed))}
+    if used:  # the task module draws the first `expression_kinds` kinds
+        fitted["expression_kinds"] = max(used) + 1
+    if days:
+        fitted["horizon_days"] = min(30, max(2, *days))
+    return fitted
