@@ -21,7 +21,10 @@ from trainer.models import cache_kwargs, pad_id, returned_cache
 from trainer.rollout import Sample
 
 STOP_STRINGS = ("</tool_call>",)
-PREFIXES = 4  # prompt prefixes a stream keeps for the rows that join later
+# prompt prefixes a stream keeps for the rows that join later (one per configuration
+# its rows decode under, up to this many)
+PREFIXES = 8
+MIN_HELD = 16  # shorter shared prefixes are not worth a cache of their own
 
 
 def _cut(
@@ -325,8 +328,9 @@ class TransformersGenerator:
         default None each), each distinct token encoded once per configuration;
         and caches that prompts joining later may start from: the prefix each
         configuration's fresh prompts shared (a task's system prompt and tools),
-        and each `hold` (configuration, prompt) but the prompt's last token (a
-        group's first prompt, for its siblings still queued)."""
+        and each `hold` (configuration, prefix) of a prompt here (a group's first
+        prompt but its last token, for its siblings still queued; the system
+        prompt a queued prompt of the same configuration shares)."""
         configs = list(configs) if configs is not None else [None] * len(prompts)
         rows = list(zip(configs, prompts, strict=True))
         if not self.reuse:
@@ -346,15 +350,21 @@ class TransformersGenerator:
                     prefix if s is None and c == config else s
                     for (c, _), s in zip(rows, sources, strict=True)
                 ]
-        held = {(c, tuple(p)) for c, p in hold}
         done: dict[tuple[Hashable, tuple[int, ...]], tuple[_Kept, torch.Tensor]] = {}
         for (config, prompt), source in zip(rows, sources, strict=True):
             key = (config, tuple(prompt))
             if key in done:
                 continue
-            if key in held and len(source.tokens if source else ()) < len(prompt) - 1:
-                source = self._extend(source, prompt[:-1], config)[0]
-                kept.insert(0, source)
+            for held_config, prefix in hold:
+                if (
+                    held_config == config
+                    and len(source.tokens if source else ()) < len(prefix) < len(prompt)
+                    and prompt[: len(prefix)] == prefix
+                ):
+                    source = self._extend(source, prefix, config)[0]
+                    kept.insert(0, source)
+                    hold = [h for h in hold if h != (held_config, prefix)]
+                    break
             done[key] = self._extend(source, prompt, config)
         return [done[(c, tuple(p))] for c, p in rows], kept
 
@@ -576,13 +586,7 @@ class EpisodeTurns:
         starting = self.first[: free - len(continuing)]
         self.first = self.first[len(starting) :]
         admitted = continuing + starting
-        # a first turn whose group's siblings still wait leaves its prompt's cache to them
-        queued_first = {(config, tuple(prompt)) for _, prompt, _, config in self.first}
-        hold = [
-            (config, prompt)
-            for _, prompt, _, config in starting
-            if (config, tuple(prompt)) in queued_first
-        ]
+        hold = _held(starting, self.first)
         model = self.generator.model
         training = model.training
         if training:
@@ -604,6 +608,29 @@ class EpisodeTurns:
             self.rows.previous, self.generator.kept = self.generator.kept, []
             self.returned.update(key for key, _ in done)
         return done
+
+
+def _held(
+    starting: Sequence[tuple[Any, list[int], int, Hashable]],
+    queued: Sequence[tuple[Any, list[int], int, Hashable]],
+) -> list[tuple[Hashable, list[int]]]:
+    """The (configuration, prefix) caches first turns joining now leave to queued
+    first turns: a group's whole prompt but its last token, for its siblings still
+    queued; else what it shares with the first queued prompt of its configuration
+    (the system prompt, for rows of a configuration none of whose rows decoded yet)."""
+    same = {(config, tuple(prompt)) for _, prompt, _, config in queued}
+    first: dict[Hashable, list[int]] = {}
+    for _, prompt, _, config in queued:
+        first.setdefault(config, prompt)
+    held = []
+    for _, prompt, _, config in starting:
+        if (config, tuple(prompt)) in same:
+            held.append((config, prompt[:-1]))
+        elif config in first:
+            shared = min(_common(prompt, first[config]), len(prompt) - 1)
+            if shared >= MIN_HELD:
+                held.append((config, prompt[:shared]))
+    return held
 
 
 @dataclass

@@ -209,17 +209,23 @@ def test_every_configuration_plays_in_one_batch_as_it_plays_alone(
         max_turns=3, max_new_tokens=12, max_total_tokens=100_000, temperature=0.0
     )
     pairs = [(task, weights) for weights in configurations for task in tasks]
+    plain = TransformersGenerator(bank.model, tokenizer, batch_size=2)
     alone = play(
-        bank.activate_weights, TransformersGenerator(bank.model, tokenizer), tokenizer,
+        bank.activate_weights, plain, tokenizer,
         [t for t, _ in pairs], [w for _, w in pairs], limits, "json",
     )  # fmt: skip
-    rows = TransformersGenerator(bank.model, tokenizer, configure=bank.configure_rows)
+    rows = TransformersGenerator(
+        bank.model, tokenizer, batch_size=2, configure=bank.configure_rows
+    )
     together = play(
         bank.activate_weights, rows, tokenizer, [t for t, _ in pairs],
         [w for _, w in pairs], limits, "json",
     )  # fmt: skip
     bank.configure_rows(None)
     assert [e.tokens for e in together] == [e.tokens for e in alone]
+    # two rows at a time: a configuration's first row, joining alone, leaves the
+    # system prompt it shares with the next queued row of its configuration to it
+    assert rows.encoded <= plain.encoded
     assert len({tuple(e.tokens) for e in alone}) > len(tasks)  # configurations differ
 
 

@@ -391,6 +391,35 @@ def test_a_configuration_is_refused_where_nothing_can_apply_it(
     assert seen and all(rows == [(("adapter", 1.0),)] for rows in seen)
 
 
+def test_a_first_turn_leaves_what_it_shares_to_the_queued_ones(
+    tiny_model_dir, tiny_tokenizer
+) -> None:
+    """A configuration's first row joining alone keeps the prefix (the system prompt)
+    it shares with the next queued row of that configuration, which then encodes
+    only the rest; a group's sibling gets the whole prompt but its last token."""
+    from trainer.generation import MIN_HELD, DecodeStream, TransformersGenerator, _held
+    from trainer.models import load_base
+
+    system = list(range(10, 10 + 2 * MIN_HELD))
+    first, second, other = system + [5, 6], system + [7, 8, 9], system + [5, 6]
+    queued = [("b", second, 2, "B"), ("c", other, 2, "A")]
+    assert _held([("a", first, 2, "B")], queued) == [("B", system)]
+    assert _held([("c0", other, 2, "A")], queued) == [("A", other[:-1])]
+    assert _held([("a", first, 2, "C")], queued) == []
+    assert _held([("a", [1] * (MIN_HELD - 1) + [2], 2, "B")], queued) == []
+    model, _ = load_base(str(tiny_model_dir))
+    generator = TransformersGenerator(
+        model, tiny_tokenizer, configure=lambda rows: None
+    )
+    stream = DecodeStream(generator, 0.0, [])
+    stream.admit([("a", first, 1)], hold=[("B", system)], configs=["B"])
+    assert generator.encoded == len(first)
+    stream.admit([("b", second, 1)], configs=["B"])
+    assert generator.encoded == len(first) + len(second) - len(system)
+    stream.admit([("c", other, 1)], configs=["A"])  # another configuration: whole
+    assert generator.encoded == len(first) + len(second) - len(system) + len(other)
+
+
 @pytest.mark.parametrize("sliding_window", [None, 6], ids=["qwen2", "gemma3-sliding"])
 def test_turns_decoded_continuously_match_lockstep_and_keep_the_batch_full(
     tmp_path, sliding_window
