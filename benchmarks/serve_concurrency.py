@@ -8,6 +8,12 @@ every reply is the same (tool-call ids aside), and the most requests each of
 the batched server's streams decoded at once.
     python benchmarks/serve_concurrency.py --model models/qwen2.5-coder-0.5b-instruct.gguf
     python benchmarks/serve_concurrency.py --model tiny   # a tiny random model, seconds
+
+With `--adapters DIR` the server is the routed one over that adapter bank, and
+conversation i is pinned (`model`) to the base model or an adapter in turn; a
+third server keeps one stream per route (how the routed server batched before
+rows carried their own configuration), beside the one that mixes routes in a
+stream.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from typing import Any
 
 import openai
 
-from router.backends import BaseModelBackend
+from router.backends import BaseModelBackend, TransformersBackend
 from router.serve import RoutedChat, make_server
 from trainer.models import load_base
 
@@ -44,7 +50,7 @@ CITIES = ("Paris", "Lagos", "Lima", "Oslo", "Hanoi", "Quito", "Perth", "Cairo")
 
 
 def conversation(
-    client: openai.OpenAI, index: int, turns: int, tokens: int
+    client: openai.OpenAI, index: int, turns: int, tokens: int, model: str = "base"
 ) -> tuple[list[str], int]:
     """One conversation (a question, then the tool's answer or a follow-up each
     turn): its replies and how many tokens they took."""
@@ -59,7 +65,7 @@ def conversation(
     replies, generated = [], 0
     for turn in range(turns):
         answer = client.chat.completions.create(
-            model="base",
+            model=model,
             messages=messages,
             tools=TOOLS,
             temperature=0,
@@ -86,13 +92,39 @@ def conversation(
     return replies, generated
 
 
+class PerRoute(TransformersBackend):
+    """The routed backend as it batched before: one stream per route, made live."""
+
+    mixes_routes = False
+
+    def __init__(self, bank: Any, tokenizer: Any, batch_size: int) -> None:
+        super().__init__(bank, None, tokenizer, "json", "argmax", batch_size)
+        self.decoder.configure = None
+
+    def open(self, route: Any, chat: bool) -> Any:
+        self.bank.activate(route)
+        return self.decoder.open(route, chat)
+
+
 def served(
-    model: Any, tokenizer: Any, batch_size: int, args: argparse.Namespace
-) -> dict:
-    """Every conversation at once against a server of this batch size."""
-    chat = RoutedChat(
-        BaseModelBackend(model, tokenizer, "json", batch_size), batch_size
-    )
+    model: Any, tokenizer: Any, batch_size: int, args: argparse.Namespace,
+    bank: Any = None, per_route: bool = False,
+) -> dict:  # fmt: skip
+    """Every conversation at once against a server of this batch size (routed over
+    `bank` if given, one stream per route with `per_route`)."""
+    if bank is None:
+        backend: Any = BaseModelBackend(model, tokenizer, "json", batch_size)
+        models = ["base"]
+    else:
+        backend = (
+            PerRoute(bank, tokenizer, batch_size)
+            if per_route
+            else TransformersBackend(
+                bank, None, tokenizer, "json", "argmax", batch_size
+            )
+        )
+        models = ["base", *bank.capabilities.names]
+    chat = RoutedChat(backend, batch_size)
     server = make_server(chat, "127.0.0.1", 0)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     client = openai.OpenAI(
@@ -104,7 +136,9 @@ def served(
     replies: dict[int, tuple[list[str], int]] = {}
 
     def run(index: int) -> None:
-        replies[index] = conversation(client, index, args.turns, args.max_tokens)
+        replies[index] = conversation(
+            client, index, args.turns, args.max_tokens, models[index % len(models)]
+        )
 
     began = time.perf_counter()
     threads = [
@@ -119,6 +153,7 @@ def served(
     server.server_close()
     return {
         "batch_size": batch_size,
+        "streams": "per route" if per_route else "mixed",
         "seconds": seconds,
         "requests": sum(len(r) for r, _ in replies.values()),
         "completion_tokens": sum(n for _, n in replies.values()),
@@ -134,6 +169,11 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=3)
     parser.add_argument("--max-tokens", type=int, default=48)
     parser.add_argument(
+        "--adapters",
+        default=None,
+        help="serve this adapter bank, routes pinned in turn",
+    )
+    parser.add_argument(
         "--out", type=Path, default=None, help="write the figures here as JSON"
     )
     args = parser.parse_args()
@@ -142,21 +182,41 @@ def main() -> None:
         from trainer.tiny import build_tiny_model
 
         path = str(build_tiny_model(Path(tempfile.mkdtemp()) / "tiny"))
-    model, tokenizer = load_base(path)
-    runs = [served(model, tokenizer, size, args) for size in (1, args.conversations)]
-    one, batched = runs
+    bank = None
+    if args.adapters is not None:
+        from router.adapters import AdapterBank
+        from router.capabilities import load_capabilities
+
+        capabilities = load_capabilities(args.adapters, path)
+        model, tokenizer = load_base(path, chat_template=capabilities.chat_template)
+        bank = AdapterBank(model, capabilities)
+        model = bank.model
+    else:
+        model, tokenizer = load_base(path)
+    runs = [
+        served(model, tokenizer, size, args, bank) for size in (1, args.conversations)
+    ]
+    if bank is not None:
+        runs.append(served(model, tokenizer, args.conversations, args, bank, True))
+    one, batched = runs[:2]
     for run in runs:
         print(
-            f"batch size {run['batch_size']:>2}: {run['seconds']:7.1f} s, "
+            f"batch size {run['batch_size']:>2} ({run['streams']} streams): "
+            f"{run['seconds']:7.1f} s, "
             f"{run['completion_tokens'] / run['seconds']:7.1f} completion tokens/s, "
             f"{run['requests']} requests"
         )
-    same = one["replies"] == batched["replies"]
+    same = all(run["replies"] == one["replies"] for run in runs)
     rate = [run["completion_tokens"] / run["seconds"] for run in runs]
     print(
         f"throughput batched / one at a time = {rate[1] / rate[0]:.2f}; "
         f"greedy replies identical: {same}; most rows per stream: {batched['batches']}"
     )
+    if len(runs) == 3:
+        print(
+            f"mixed-route streams / one stream per route = {rate[1] / rate[2]:.2f} "
+            f"(most rows per stream: {runs[2]['batches']})"
+        )
     if args.out is not None:
         args.out.write_text(json.dumps({"model": args.model, **vars(args), "model_path": path,
                                         "runs": runs, "identical": same}, default=str, indent=1))  # fmt: skip
