@@ -68,20 +68,16 @@ def main() -> None:
     args = parser.parse_args()
 
     from router.adapters import AdapterBank
-    from router.capabilities import load_capabilities
     from router.prompt import BASE
     from router.routed import Task, first_observation, play
     from trainer.config import EVAL_SEED_BASE
     from trainer.envs import resolve_env
     from trainer.generation import TransformersGenerator
-    from trainer.models import load_base, mixed_precision
+    from trainer.models import mixed_precision
     from trainer.settings import RolloutLimits
 
-    capabilities = load_capabilities(args.adapters, args.model)
-    base, tokenizer = load_base(
-        args.model, chat_template=capabilities.chat_template, precision=args.precision
-    )
-    bank = AdapterBank(base, capabilities)
+    bank, tokenizer = AdapterBank.load(args.adapters, args.model, args.precision)
+    capabilities = bank.capabilities
     if args.env == "phone":  # the built-in target at the demo's difficulty
         from trace_pipeline.context import phone_target
 

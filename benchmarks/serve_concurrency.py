@@ -185,11 +185,8 @@ def main() -> None:
     bank = None
     if args.adapters is not None:
         from router.adapters import AdapterBank
-        from router.capabilities import load_capabilities
 
-        capabilities = load_capabilities(args.adapters, path)
-        model, tokenizer = load_base(path, chat_template=capabilities.chat_template)
-        bank = AdapterBank(model, capabilities)
+        bank, tokenizer = AdapterBank.load(args.adapters, path)
         model = bank.model
     else:
         model, tokenizer = load_base(path)

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from router.capabilities import CapabilitySet
+from router.capabilities import CapabilitySet, load_capabilities
 from router.errors import RouterError
 from router.modes import Route
 from router.prompt import BASE
@@ -74,6 +74,29 @@ class AdapterBank:
         self.active = BASE
         self.active_weights: dict[str, float] = {}
         self.activate_weights({})
+
+    @classmethod
+    def load(
+        cls, folder: str | Path, model: str, precision: str = "fp32"
+    ) -> tuple[AdapterBank, Any]:
+        """The base model `model` (its weights in `precision`, with the adapters'
+        chat template) carrying every adapter in `folder`, and its tokenizer."""
+        from trainer.models import load_base
+
+        capabilities = load_capabilities(folder, model)
+        base, tokenizer = load_base(
+            model, chat_template=capabilities.chat_template, precision=precision
+        )
+        return cls(base, capabilities), tokenizer
+
+    def generator(self, tokenizer: Any, **options: Any) -> Any:
+        """A `TransformersGenerator` whose rows each decode under their own
+        configuration (`configure_rows`); `options` as the generator takes them."""
+        from trainer.generation import TransformersGenerator
+
+        return TransformersGenerator(
+            self.model, tokenizer, configure=self.configure_rows, **options
+        )
 
     def _mix(self, weights: dict[str, float]) -> str:
         key = Route("mix", BASE, weights).key

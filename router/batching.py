@@ -8,9 +8,10 @@ arriving within a short window join. While the stream decodes, one token a
 step, a request that stops is answered at once, and a new request of the same
 kind joins between steps (continuous batching) up to the batch size; a request
 of another kind waits until the stream drains, and once it has waited HOLD_S
-no more requests join the stream. A full queue is refused at once (`Overloaded`, which the server
-answers 503 with Retry-After), and a request whose client has gone before its
-decoding starts is dropped unread (`Pending.cancel`).
+no more requests join the stream. A full queue is refused at once
+(`Overloaded`, which the server answers 503 with Retry-After), and a request
+whose client has gone before its decoding starts is dropped unread
+(`Pending.cancel`).
 """
 
 from __future__ import annotations
@@ -98,9 +99,8 @@ class Stream(Protocol):
 
 
 Open = Callable[[Route, bool], Stream]  # (route, chat?) -> stream
-Kind = tuple[
-    str, bool
-]  # what requests decoded together share: (route key or "", chat?)
+# what requests decoded together share: (route key or "", chat?)
+Kind = tuple[str, bool]
 
 
 class OneShot:

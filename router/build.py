@@ -47,13 +47,9 @@ def load(
     from router.prompt import RoutingPrompt
     from router.routed import Router
     from router.scorer import LabelScorer
-    from trainer.models import load_base
 
-    capabilities = load_capabilities(settings.adapters, settings.model)
-    base, tokenizer = load_base(
-        settings.model, chat_template=capabilities.chat_template, precision=precision
-    )
-    bank = AdapterBank(base, capabilities)
+    bank, tokenizer = AdapterBank.load(settings.adapters, settings.model, precision)
+    capabilities = bank.capabilities
     prompt = RoutingPrompt(
         capabilities, tokenizer, settings.example_tokens, settings.task_tokens
     )
@@ -373,7 +369,6 @@ def evaluate(
     from router.evaluate import evaluate_routing, markdown
     from router.plots import plot_confusion, plot_success
     from trainer.config import EVAL_SEED_BASE
-    from trainer.generation import TransformersGenerator
     from trainer.models import mixed_precision
 
     adapters = Path(str(settings.adapters)).resolve()
@@ -398,10 +393,10 @@ def evaluate(
             loaded = load(settings, requests=requests)
             activate, capabilities = loaded.bank.activate_weights, loaded.capabilities
             router, tokenizer = loaded.router, loaded.tokenizer
-            generator = TransformersGenerator(  # every configuration in one batch
-                loaded.bank.model, tokenizer, generation_batch_size,
-                configure=loaded.bank.configure_rows,
-            )  # fmt: skip
+            # every configuration in one batch
+            generator = loaded.bank.generator(
+                tokenizer, batch_size=generation_batch_size
+            )
             context = mixed_precision(precision, loaded.bank.model)
         with context:
             report = evaluate_routing(

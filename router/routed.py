@@ -104,11 +104,11 @@ def play(
 ) -> list[Episode]:
     """One episode per task, task i played with configuration `weights[i]` held throughout.
 
-    A generator with `configure` (`TransformersGenerator(configure=
-    bank.configure_rows)`) decodes all tasks in one batch, whatever their
-    environments, each row under its task's configuration. Any other plays one batch per
-    configuration, made live by `activate(weights)` (`AdapterBank.activate_weights`,
-    or the vLLM generator's LoRARequest).
+    A generator with `configure` (`AdapterBank.generator`) decodes all tasks in
+    one batch, whatever their environments, each row under its task's
+    configuration. Any other plays one batch per configuration, made live by
+    `activate(weights)` (`AdapterBank.activate_weights`, or the vLLM generator's
+    LoRARequest).
     """
     if getattr(generator, "configure", None) is not None:
         configs = [row_config(w) for w in weights]

@@ -270,8 +270,8 @@ def collect(
     """Run K episodes per seed to the end; return one group of K episodes per seed.
 
     `handle` is the environment, or one per seed (episodes of several environments
-    decode in one batch; `hints` stay keyed by seed alone). `tool_format` is how tools are listed when the chat template has no tool role;
-    `progress` names a bar of finished episodes (shown on a terminal, rank 0 only);
+    decode in one batch; `hints` stay keyed by seed alone). `tool_format` is how
+    tools are listed when the chat template has no tool role; `progress` names a bar of finished episodes (shown on a terminal, rank 0 only);
     the first `hinted` episodes of each group see `hints[seed]` in their system
     message (hint injection; the rest play plain). `config_of(episode)`, asked
     before each turn, names the configuration the turn is decoded under (see

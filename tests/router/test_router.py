@@ -214,9 +214,7 @@ def test_every_configuration_plays_in_one_batch_as_it_plays_alone(
         bank.activate_weights, plain, tokenizer,
         [t for t, _ in pairs], [w for _, w in pairs], limits, "json",
     )  # fmt: skip
-    rows = TransformersGenerator(
-        bank.model, tokenizer, batch_size=2, configure=bank.configure_rows
-    )
+    rows = bank.generator(tokenizer, batch_size=2)
     together = play(
         bank.activate_weights, rows, tokenizer, [t for t, _ in pairs],
         [w for _, w in pairs], limits, "json",

@@ -22,8 +22,10 @@ configuration).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -91,36 +93,39 @@ def _selected(context: Context, seeds: list[int]) -> list[Any]:
     return [chosen[seed] for seed in seeds]
 
 
-def _rows_generator(bank: Any, tokenizer: Any) -> Any:
-    """A generator whose rows each decode under their own configuration of `bank`."""
-    from trainer.generation import TransformersGenerator
+@contextlib.contextmanager
+def _rows(context: Context) -> Iterator[tuple[Any, Any, Any, Any]]:
+    """(bank, tokenizer, router) of this run, and a generator whose rows each decode
+    under their own configuration of the bank, at the run's precision; the bank is
+    given back its activated configuration after, for the next job."""
+    from trainer.models import mixed_precision
 
-    return TransformersGenerator(bank.model, tokenizer, configure=bank.configure_rows)
+    bank, tokenizer, router, _ = routed_model(context)
+    try:
+        with mixed_precision(context.config.precision, bank.model):
+            yield bank, tokenizer, router, bank.generator(tokenizer)
+    finally:
+        bank.configure_rows(None)
 
 
 def play_job(context: Context, folder: Path, plays: list[dict[str, Any]]) -> None:
     """Configurations on held-out tasks, in one batch (a job): each of `plays` is a
     configuration's route key, weights, and the seeds it plays."""
     from router.routed import play
-    from trainer.models import mixed_precision
 
-    bank, tokenizer, _, _ = routed_model(context)
     keys = [p["key"] for p in plays for _ in p["seeds"]]
     weights = [p["weights"] for p in plays for _ in p["seeds"]]
     chosen = _selected(context, [seed for p in plays for seed in p["seeds"]])
-    try:
-        with mixed_precision(context.config.precision, bank.model):
-            episodes = play(
-                bank.activate_weights,
-                _rows_generator(bank, tokenizer),
-                tokenizer,
-                chosen,
-                weights,
-                context.limits(),
-                bank.capabilities.tool_format(tokenizer),
-            )
-    finally:  # the bank is kept for the next job
-        bank.configure_rows(None)
+    with _rows(context) as (bank, tokenizer, _, generator):
+        episodes = play(
+            bank.activate_weights,
+            generator,
+            tokenizer,
+            chosen,
+            weights,
+            context.limits(),
+            bank.capabilities.tool_format(tokenizer),
+        )
     rows = [
         transcript(e) | {"configuration": key}
         for e, key in zip(episodes, keys, strict=True)
@@ -135,23 +140,18 @@ def rerouting_job(
     tool call (a job); each episode keeps its chain of route targets."""
     from router.modes import Route
     from router.routed import play_rerouting
-    from trainer.models import mixed_precision
 
-    bank, tokenizer, router, _ = routed_model(context)
-    try:
-        with mixed_precision(context.config.precision, bank.model):
-            episodes, chains = play_rerouting(
-                _rows_generator(bank, tokenizer),
-                router,
-                tokenizer,
-                _selected(context, seeds),
-                [Route(r["mode"], r["target"], r["adapters"]) for r in first],
-                REROUTE_MODE,
-                context.limits(),
-                bank.capabilities.tool_format(tokenizer),
-            )
-    finally:  # the bank is kept for the next job
-        bank.configure_rows(None)
+    with _rows(context) as (bank, tokenizer, router, generator):
+        episodes, chains = play_rerouting(
+            generator,
+            router,
+            tokenizer,
+            _selected(context, seeds),
+            [Route(r["mode"], r["target"], r["adapters"]) for r in first],
+            REROUTE_MODE,
+            context.limits(),
+            bank.capabilities.tool_format(tokenizer),
+        )
     rows = [
         transcript(e) | {"routes": c} for e, c in zip(episodes, chains, strict=True)
     ]

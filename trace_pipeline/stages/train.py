@@ -88,12 +88,10 @@ def own_env_job(
     greedily, every row in one stream (a job): `folder/own_env.json` holds each
     adapter's success before and after training."""
     from router.adapters import AdapterBank, row_config
-    from router.capabilities import load_capabilities
     from trainer.config import EVAL_SEED_BASE
     from trainer.envs import resolve_env
     from trainer.evaluation import report_of
-    from trainer.generation import TransformersGenerator
-    from trainer.models import load_base, mixed_precision
+    from trainer.models import mixed_precision
     from trainer.rollout import collect
 
     bank_folder = folder / "adapters"
@@ -103,13 +101,9 @@ def own_env_job(
             bank_folder / name,
             ignore=shutil.ignore_patterns("checkpoint"),
         )
-    capabilities = load_capabilities(bank_folder, context.model_path)
-    base, tokenizer = load_base(
-        context.model_path,
-        chat_template=context.config.chat_template,
-        precision=context.config.precision,
+    bank, tokenizer = AdapterBank.load(
+        bank_folder, context.model_path, context.config.precision
     )
-    bank = AdapterBank(base, capabilities)
     seeds = [EVAL_SEED_BASE + i for i in range(context.config.train.own_env_episodes)]
     rows = [  # (adapter, "before" or "after", environment, seed, configuration)
         (name, when, resolve_env(envs[name]), seed, row_config(weights))
@@ -117,18 +111,15 @@ def own_env_job(
         for when, weights in (("before", {}), ("after", {name: 1.0}))
         for seed in seeds
     ]
-    generator = TransformersGenerator(
-        bank.model, tokenizer, configure=bank.configure_rows
-    )
     with mixed_precision(context.config.precision, bank.model):
         groups = collect(
             [env for _, _, env, _, _ in rows],
-            generator,
+            bank.generator(tokenizer),
             tokenizer,
             [seed for *_, seed, _ in rows],
             1,
             context.limits(),
-            capabilities.tool_format(tokenizer),
+            bank.capabilities.tool_format(tokenizer),
             config_of=lambda episode: rows[episode.group][-1],
         )
     result: dict[str, dict[str, Any]] = {name: {} for name in adapters}

@@ -19,7 +19,6 @@ from trace_pipeline.config import load_config
 from trace_pipeline.context import Context, transcript
 from trace_pipeline.stages.evaluate import REROUTE_MODE, held_out, routed_model
 from trace_pipeline.store import RunFolder
-from trainer.generation import TransformersGenerator
 from trainer.models import mixed_precision
 
 run, config_file, first_mode, out = (
@@ -61,7 +60,7 @@ else:
 start = time.perf_counter()
 with mixed_precision(config.precision, bank.model):
     episodes, chains = play_rerouting(
-        TransformersGenerator(bank.model, tokenizer, configure=bank.configure_rows),
+        bank.generator(tokenizer),
         router,
         tokenizer,
         tasks,
