@@ -277,7 +277,9 @@ class Ray(Section):
 class PipelineConfig(Section):
     """A whole `trace run`."""
 
-    model: str = Field(description="a .gguf file, a model folder, or 'tiny' (tests)")
+    model: str = Field(
+        min_length=1, description="a .gguf file, a model folder, or 'tiny' (tests)"
+    )
     chat_template: str | None = Field(
         None, description="for base models: gemma, chatml or a jinja file"
     )
@@ -326,16 +328,35 @@ def settings_table(
             if field.is_required()
             else repr(field.get_default(call_default_factory=True))
         )
-        limits = ", ".join(
-            f"{word} {getattr(limit, word)}"
-            for limit in field.metadata
-            for word in ("gt", "ge", "lt", "le")
-            if getattr(limit, word, None) is not None
-        ) or " | ".join(get_args(kind) if get_origin(kind) is Literal else ())
+        limits = _range(field) or " | ".join(
+            get_args(kind) if get_origin(kind) is Literal else ()
+        )
         rows.append(
             (key, default + (f" ({limits})" if limits else ""), field.description or "")
         )
     return rows
+
+
+def _range(field: FieldInfo) -> str:
+    """The field's tightest bound on each side ("gt 0, le 100"): a pipeline setting
+    may tighten the trainer's own range, and both stay in its metadata."""
+    bounds = [
+        (word, getattr(limit, word))
+        for limit in field.metadata
+        for word in ("gt", "ge", "lt", "le")
+        if getattr(limit, word, None) is not None
+    ]
+    low = max(
+        (b for b in bounds if b[0] in ("gt", "ge")),
+        key=lambda b: (b[1], b[0] == "gt"),
+        default=None,
+    )
+    high = min(
+        (b for b in bounds if b[0] in ("lt", "le")),
+        key=lambda b: (b[1], b[0] == "le"),
+        default=None,
+    )
+    return ", ".join(f"{b[0]} {b[1]}" for b in (low, high) if b is not None)
 
 
 def _where(error: dict[str, Any]) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -160,9 +161,14 @@ class Context:
             return final
 
         def finish(folder: Path) -> None:
+            self.say(f"{kind}: running job {final.name}")
+            started = time.monotonic()
             work(folder)
             write_json(folder / "job.json", {"kind": kind, "inputs": inputs})
             (folder / DONE).write_text("", encoding="utf-8")
+            self.say(
+                f"{kind}: job {final.name} done in {time.monotonic() - started:.0f} s"
+            )
 
         if not resumable:
             with staged(final) as staging:  # a half-done one left by a kill is replaced

@@ -55,9 +55,16 @@ def fetch(name: str, out: Path) -> Path:
     """Download, join and check the model `name` into `out/<file>`; an existing good file is kept."""
     model = MODELS[name]
     target = out / model.file
-    if target.is_file() and target.stat().st_size == model.size:
-        if _sha256(target) == model.sha256:
+    if out.exists() and not out.is_dir():
+        raise PipelineError(f"--out {out} is a file; give a folder for the .gguf file")
+    if target.is_file():
+        if target.stat().st_size == model.size and _sha256(target) == model.sha256:
             return target
+    if target.exists() or target.is_symlink():  # never replace what this did not write
+        raise PipelineError(
+            f"{target} is already there and is not {name}'s file (size or SHA-256 differ); "
+            "move it away or give another --out"
+        )
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -10,12 +10,13 @@ fix is what --from is for), then redoes them.
 
 from __future__ import annotations
 
-import shutil
+import importlib.util
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from factory.outputs import write_text
 from factory.version import project_version
 from trace_pipeline.config import PipelineConfig, load_config
 from trace_pipeline.context import Context
@@ -45,6 +46,11 @@ class StageStatus:
 
 def status(root: Path) -> list[StageStatus]:
     """Each stage of the run in `root`: done, stale or missing (against its saved config)."""
+    if not root.is_dir():
+        raise PipelineError(
+            f"{root} is {'a file' if root.exists() else 'not there'}; give the folder "
+            "a `trace run` wrote (its --out)"
+        )
     folder = RunFolder(root)
     config_file = root / "config.yaml"
     if not config_file.is_file():
@@ -69,6 +75,28 @@ def status(root: Path) -> list[StageStatus]:
     return rows
 
 
+def preflight(config: PipelineConfig) -> None:
+    """Refuse, before any stage runs, what the config names that is not on this
+    machine: the model, the target's kit, vLLM for `train.backend: vllm` (each would
+    otherwise fail only after the stages before it, hours in)."""
+    from factory.analyze.pipeline import resolve_target
+    from factory.errors import FactoryError
+    from trainer.errors import TrainerError
+    from trainer.models import check_model
+
+    try:
+        if config.model != "tiny":
+            check_model(config.model, "model")
+        resolve_target(config.target.kit, "target.kit")
+    except (FactoryError, TrainerError) as exc:
+        raise PipelineError(str(exc)) from None
+    if config.train.backend == "vllm" and importlib.util.find_spec("vllm") is None:
+        raise PipelineError(
+            "train.backend: vllm is not installed here; `pip install trace-factory[vllm]` "
+            "on a GPU machine, or set train.backend: transformers"
+        )
+
+
 def run(config_file: Path, out: Path, start: str | None = None) -> Path:
     """Run every stage that is not already done; return the report folder."""
     if start is not None and start not in NAMES:
@@ -76,12 +104,14 @@ def run(config_file: Path, out: Path, start: str | None = None) -> Path:
             f"--from {start}: not a stage; choose one of {', '.join(NAMES)}"
         )
     config = load_config(config_file)
+    preflight(config)
     folder = RunFolder(out)
     folder.open(config_file)
     with folder.lock():
         saved = out / "config.yaml"
-        if not saved.exists() or saved.read_bytes() != config_file.read_bytes():
-            shutil.copyfile(config_file, saved)
+        raw = config_file.read_bytes()
+        if saved.is_symlink() or not saved.is_file() or saved.read_bytes() != raw:
+            write_text(saved, raw.decode("utf-8"))  # replaces a link, never its target
         context = Context(config, folder, config_file)
         if start is not None:  # forgotten first: a run killed half-way redoes them too
             for stage in STAGES[NAMES.index(start) :]:

@@ -116,17 +116,18 @@ class RunFolder:
         return self.root / name
 
     def manifest(self, name: str) -> dict[str, Any] | None:
-        """The finished stage's manifest, or None (never run, or unreadable)."""
+        """The finished stage's manifest, or None (never run, unreadable, or not one
+        this tool wrote: a key that is not text, a wall time that is not a number)."""
         path = self.stage(name) / MANIFEST
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError, RecursionError):
             return None
-        return (
-            data
-            if isinstance(data, dict) and isinstance(data.get("key"), str)
-            else None
-        )
+        if not isinstance(data, dict) or not isinstance(data.get("key"), str):
+            return None
+        seconds = data.get("wall_seconds", 0.0)
+        number = isinstance(seconds, int | float) and not isinstance(seconds, bool)
+        return data if number else None
 
     def forget(self, name: str, jobs: tuple[str, ...]) -> None:
         """Make a stage not done: its manifest goes, and its finished jobs of these

@@ -124,6 +124,40 @@ def _offline() -> bool:
     )
 
 
+def check_model(model: str, label: str = "--model") -> None:
+    """Refuse a model that names nothing loadable here (a TrainerError naming `label`):
+    a missing .gguf file, a local path that is not a model folder, a hub id with the
+    hub off. Cheap, so a run checks it before hours of earlier stages."""
+    path = Path(model)
+    if path.suffix == ".gguf":
+        if not path.is_file():
+            raise TrainerError(f"{label}: GGUF file not found: {path}")
+    elif not path.exists() and (model.startswith((".", "/")) or model.count("/") != 1):
+        raise TrainerError(
+            f"{label}: '{model}' is not a local folder, a .gguf file or a Hugging Face id (org/name)"
+        )
+    elif not path.exists() and path.parent.is_dir():
+        # `models/tinyy` reads like a hub id (org/name), but its `models/` is a folder
+        # here: a typo of a local path, which must not wait on a minute of hub retries.
+        raise TrainerError(
+            f"{label}: no folder {path} (there is a folder {path.parent} here, so this "
+            "names a local model); check the name, or give a .gguf file"
+        )
+    elif not path.exists() and _offline():
+        raise TrainerError(
+            f"{label}: '{model}' is not a local folder and the Hugging Face hub is off "
+            "(HF_HUB_OFFLINE or TRANSFORMERS_OFFLINE); give a local model folder or a .gguf file"
+        )
+    elif path.exists() and not path.is_dir():
+        raise TrainerError(
+            f"{label}: {path} is a file; give a model folder or a .gguf file"
+        )
+    elif path.is_dir() and not (path / "config.json").is_file():
+        raise TrainerError(
+            f"{label}: {path} has no config.json (not a transformers model folder)"
+        )
+
+
 def load_base(
     model: str,
     device: str | None = None,
@@ -140,36 +174,11 @@ def load_base(
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    check_model(model)
     path = Path(model)
     if path.suffix == ".gguf":
-        if not path.is_file():
-            raise TrainerError(f"--model: GGUF file not found: {path}")
         path = _from_gguf(path)
-    elif not path.exists() and (model.startswith((".", "/")) or model.count("/") != 1):
-        raise TrainerError(
-            f"--model: '{model}' is not a local folder, a .gguf file or a Hugging Face id (org/name)"
-        )
-    elif not path.exists() and path.parent.is_dir():
-        # `models/tinyy` reads like a hub id (org/name), but its `models/` is a folder
-        # here: a typo of a local path, which must not wait on a minute of hub retries.
-        raise TrainerError(
-            f"--model: no folder {path} (there is a folder {path.parent} here, so this "
-            "names a local model); check the name, or give a .gguf file"
-        )
-    elif not path.exists() and _offline():
-        raise TrainerError(
-            f"--model: '{model}' is not a local folder and the Hugging Face hub is off "
-            "(HF_HUB_OFFLINE or TRANSFORMERS_OFFLINE); give a local model folder or a .gguf file"
-        )
-    elif path.exists() and not path.is_dir():
-        raise TrainerError(
-            f"--model: {path} is a file; give a model folder or a .gguf file"
-        )
     source = str(path) if path.exists() else model
-    if path.is_dir() and not (path / "config.json").is_file():
-        raise TrainerError(
-            f"--model: {path} has no config.json (not a transformers model folder)"
-        )
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)

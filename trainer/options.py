@@ -6,7 +6,10 @@ trainer CLI, `router eval` and the benchmarks share them.
 from __future__ import annotations
 
 import argparse
+import functools
+import os
 import sys
+from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
@@ -89,11 +92,19 @@ def _setting(path: str, key: object, value: object, action: argparse.Action) -> 
 
 def read_yaml(path: str | Path, label: str) -> Any:
     """The YAML in `path`, read whole; a TrainerError naming `label` and the file when
-    it cannot be read as text, is larger than 1 MB or is not YAML (`--config` files
-    and `trace run` configs share this)."""
+    it is not a regular file, cannot be read as text, is larger than 1 MB, is not
+    YAML (with the line and column) or repeats a key (`--config` files and
+    `trace run` configs share this)."""
+    import stat
+
     import yaml
 
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a pipe would block the open
+            raise TrainerError(
+                f"{label} {path} is not a regular file; save the settings to a file "
+                "and give its path"
+            )
         with open(path, encoding="utf-8") as handle:
             text = handle.read(MAX_CONFIG_BYTES + 1)
     except (OSError, UnicodeDecodeError) as exc:
@@ -105,11 +116,44 @@ def read_yaml(path: str | Path, label: str) -> Any:
             f"{label} {path} is larger than 1 MB; settings fit in a few lines"
         )
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_unique_keys())  # noqa: S506 - a SafeLoader
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        raise TrainerError(
+            f"{label} {path} is not valid YAML ({where}{exc.problem or exc.context})"
+        ) from None
     except Exception as exc:  # noqa: BLE001 - PyYAML raises YAMLError, ValueError, RecursionError
         raise TrainerError(
             f"{label} {path} is not valid YAML ({first_line(exc, 200)})"
         ) from None
+
+
+@functools.cache
+def _unique_keys() -> type:
+    """PyYAML's safe loader, refusing a repeated key: PyYAML keeps the last one
+    silently, so a second `target:` would drop the first without a word."""
+    import yaml
+
+    class UniqueKeys(yaml.SafeLoader):
+        def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
+            seen = set()
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":  # `<<:` may be overridden
+                    continue
+                key = self.construct_object(key_node, deep=deep)
+                if isinstance(key, Hashable) and key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None,
+                        None,
+                        f"{str(key)[:80]!r} is given twice",
+                        key_node.start_mark,
+                    )
+                if isinstance(key, Hashable):  # else the safe loader refuses it below
+                    seen.add(key)
+            return super().construct_mapping(node, deep=deep)
+
+    return UniqueKeys
 
 
 def config_file(path: str, command: argparse.ArgumentParser) -> dict[str, Any]:

@@ -53,15 +53,16 @@ class Analysis:
 MAX_TARGET_BYTES = 10_000_000
 
 
-def resolve_target(target: str) -> str | dict[str, Any]:
-    """A built-in kit id, or an inline target read from a tools JSON file."""
+def resolve_target(target: str, label: str = "--target") -> str | dict[str, Any]:
+    """A built-in kit id, or an inline target read from a tools JSON file (errors name
+    the setting as `label`)."""
     kits = load_kits()
     if target in kits:
         return target
     path = Path(target)
     if not path.is_file():
         raise FactoryError(
-            f"--target: '{target}' is neither a kit ({', '.join(kits)}) nor a tools JSON file"
+            f"{label}: '{target}' is neither a kit ({', '.join(kits)}) nor a tools JSON file"
         )
     try:
         with path.open(encoding="utf-8") as handle:
@@ -69,23 +70,21 @@ def resolve_target(target: str) -> str | dict[str, Any]:
         data = json.loads(text)
     except UnicodeDecodeError as exc:
         raise FactoryError(
-            f"--target {path}: not UTF-8 text (byte {exc.start})"
+            f"{label} {path}: not UTF-8 text (byte {exc.start})"
         ) from None
     except json.JSONDecodeError as exc:
-        raise FactoryError(f"--target {path}: not valid JSON ({exc.msg})") from None
+        raise FactoryError(f"{label} {path}: not valid JSON ({exc.msg})") from None
     except RecursionError:
-        raise FactoryError(f"--target {path}: JSON nested too deeply") from None
+        raise FactoryError(f"{label} {path}: JSON nested too deeply") from None
     except OSError as exc:
-        raise FactoryError(
-            f"--target {path}: cannot be read ({exc.strerror})"
-        ) from None
+        raise FactoryError(f"{label} {path}: cannot be read ({exc.strerror})") from None
     if len(text) > MAX_TARGET_BYTES:
-        raise FactoryError(f"--target {path}: larger than 10 MB; give the tools alone")
+        raise FactoryError(f"{label} {path}: larger than 10 MB; give the tools alone")
     if isinstance(data, list):
         data = {"tools": data}
     if not isinstance(data, dict):
         raise FactoryError(
-            f"--target {path}: give a list of OpenAI tool schemas, or an object with "
+            f"{label} {path}: give a list of OpenAI tool schemas, or an object with "
             "'tools' (that list), 'policy' and 'state'"
         )
     target = {
@@ -99,7 +98,7 @@ def resolve_target(target: str) -> str | dict[str, Any]:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "(file)"
         raise FactoryError(
-            f"--target {path}: field '{where}': {first['msg']}; give OpenAI tool schemas "
+            f"{label} {path}: field '{where}': {first['msg']}; give OpenAI tool schemas "
             '({"type": "function", "function": {"name": ..., "parameters": ...}})'
         ) from None
     return target

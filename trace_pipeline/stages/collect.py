@@ -108,6 +108,14 @@ def shard_job(context: Context, folder: Path, seeds: list[int]) -> None:
             context.config.rollout.tool_format,
             "collect",
         )
+    if not any(
+        group[0].messages for group in groups
+    ):  # a job kept empty would be reused
+        raise PipelineError(
+            f"collect: every episode of seeds {seeds[0]}..{seeds[-1]} was lost to the "
+            f"target's environment (seed {groups[0][0].seed}: {groups[0][0].error}); "
+            "fix the target and run again"
+        )
     env = context.target().make()
     with open(folder / "records.jsonl", "w", encoding="utf-8") as handle:
         for group in groups:

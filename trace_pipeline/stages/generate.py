@@ -17,6 +17,7 @@ from typing import Any
 
 from factory.outputs import write_json
 from trace_pipeline.context import Context
+from trace_pipeline.errors import PipelineError
 
 
 @dataclass(frozen=True)
@@ -104,4 +105,10 @@ def run(context: Context, out: Path) -> dict[str, Any]:
             continue
         built[name] = str(package.resolve().relative_to(out.resolve()))
         context.say(f"generate: {name} -> {package}")
+    if skipped and not built:  # nothing to train: kept as done, a rerun would skip it
+        reasons = "; ".join(f"{name}: {why}" for name, why in skipped.items())
+        raise PipelineError(
+            f"generate: no package could be built ({reasons[:600]}); fix the cause "
+            "and run again"
+        )
     return {"packages": built, "skipped": skipped}
