@@ -27,7 +27,7 @@ def _run(arguments: argparse.Namespace) -> int:
     from trace_pipeline.run import run
 
     config = Path(arguments.config)
-    out = Path(arguments.out) if arguments.out else Path("runs") / config.stem
+    out = Path("runs") / config.stem if arguments.out is None else Path(arguments.out)
     report = run(config, out, arguments.start)
     print(f"report: {report / 'report.md'} and {report / 'report.html'}")
     return 0
