@@ -194,14 +194,12 @@ def vllm_offline(
     from router.routed import Router
     from router.vllm import AdapterFiles, VLLMScorer, activation
     from trainer.generation import VLLMGenerator
+    from trainer.settings import check_backend
     from trainer.vllm_adapter import legal_rank
 
-    try:
-        from vllm import LLM
-    except ImportError:
-        raise RouterError(
-            "--backend vllm needs `pip install trace-factory[vllm]` on a GPU machine"
-        ) from None
+    check_backend("vllm")
+    from vllm import LLM
+
     capabilities, tokenizer, prompt = vllm_prompt(settings)
     engine = LLM(
         model=settings.model,

@@ -10,7 +10,6 @@ fix is what --from is for), then redoes them.
 
 from __future__ import annotations
 
-import importlib.util
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,18 +82,15 @@ def preflight(config: PipelineConfig) -> None:
     from factory.errors import FactoryError
     from trainer.errors import TrainerError
     from trainer.models import check_model
+    from trainer.settings import check_backend
 
     try:
         if config.model != "tiny":
             check_model(config.model, "model")
         resolve_target(config.target.kit, "target.kit")
+        check_backend(config.train.backend, "train.backend:")
     except (FactoryError, TrainerError) as exc:
         raise PipelineError(str(exc)) from None
-    if config.train.backend == "vllm" and importlib.util.find_spec("vllm") is None:
-        raise PipelineError(
-            "train.backend: vllm is not installed here; `pip install trace-factory[vllm]` "
-            "on a GPU machine, or set train.backend: transformers"
-        )
 
 
 def run(config_file: Path, out: Path, start: str | None = None) -> Path:

@@ -142,15 +142,16 @@ def _unique_keys() -> type:
                 if key_node.tag == "tag:yaml.org,2002:merge":  # `<<:` may be overridden
                     continue
                 key = self.construct_object(key_node, deep=deep)
-                if isinstance(key, Hashable) and key in seen:
+                if not isinstance(key, Hashable):  # the safe loader refuses it below
+                    continue
+                if key in seen:
                     raise yaml.constructor.ConstructorError(
                         None,
                         None,
                         f"{str(key)[:80]!r} is given twice",
                         key_node.start_mark,
                     )
-                if isinstance(key, Hashable):  # else the safe loader refuses it below
-                    seen.add(key)
+                seen.add(key)
             return super().construct_mapping(node, deep=deep)
 
     return UniqueKeys

@@ -142,16 +142,14 @@ def make_generator(
 ) -> Generator:
     """The sampler of the rollouts: the trained model itself, or a vLLM engine."""
     from trainer.generation import TransformersGenerator, VLLMGenerator
+    from trainer.settings import check_backend
     from trainer.vllm_adapter import legal_rank
 
     if config.backend == "transformers":
         return TransformersGenerator(model, tokenizer, config.generation_batch_size)
-    try:
-        from vllm import LLM
-    except ImportError:
-        raise TrainerError(
-            "--backend vllm needs `pip install trace-factory[vllm]` on a GPU machine"
-        ) from None
+    check_backend(config.backend)
+    from vllm import LLM
+
     engine = LLM(
         model=base,
         enable_lora=True,

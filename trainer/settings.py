@@ -10,6 +10,7 @@ is refused before it could write an all-NaN checkpoint, as a TrainerError
 
 from __future__ import annotations
 
+import importlib
 from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
@@ -21,6 +22,22 @@ Precision = Literal["fp32", "bf16"]
 # How tools are listed when a chat template has no tool role.
 ToolFormat = Literal["json", "compact"]
 Backend = Literal["transformers", "vllm"]
+
+
+def check_backend(backend: str, label: str = "--backend") -> None:
+    """Refuse the vllm backend where vLLM cannot be imported (a TrainerError naming
+    `label` and the fix); the trainer, the router and `trace run` share it."""
+    if backend != "vllm":
+        return
+    try:
+        importlib.import_module("vllm")
+    except ImportError:
+        raise TrainerError(
+            f"{label} vllm needs `pip install trace-factory[vllm]` on a GPU machine "
+            f"(or {label} transformers)"
+        ) from None
+
+
 Reporter = Literal["none", "tensorboard", "wandb"]
 PRECISIONS: tuple[str, ...] = get_args(Precision)
 TOOL_FORMATS: tuple[str, ...] = get_args(ToolFormat)

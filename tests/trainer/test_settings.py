@@ -84,3 +84,15 @@ def test_a_replaced_setting_is_validated_like_a_new_one() -> None:
     assert config.replace(groups=5).groups == 5 and config.groups == 3
     with pytest.raises(TrainerError, match="--groups"):
         config.replace(groups=0)
+
+
+def test_the_vllm_backend_is_refused_where_vllm_cannot_be_imported(monkeypatch) -> None:
+    """One check for the trainer, the router and `trace run`, naming the caller's key."""
+    import sys
+
+    from trainer.settings import check_backend
+
+    monkeypatch.setitem(sys.modules, "vllm", None)  # as if not installed
+    check_backend("transformers")
+    with pytest.raises(TrainerError, match=r"^train.backend: vllm needs `pip install"):
+        check_backend("vllm", "train.backend:")

@@ -108,9 +108,8 @@ def shard_job(context: Context, folder: Path, seeds: list[int]) -> None:
             context.config.rollout.tool_format,
             "collect",
         )
-    if not any(
-        group[0].messages for group in groups
-    ):  # a job kept empty would be reused
+    # A job kept with no records would be reused by the rerun after the fix.
+    if not any(group[0].messages for group in groups):
         raise PipelineError(
             f"collect: every episode of seeds {seeds[0]}..{seeds[-1]} was lost to the "
             f"target's environment (seed {groups[0][0].seed}: {groups[0][0].error}); "
