@@ -381,11 +381,10 @@ def load_config(path: Path) -> PipelineConfig:
         return PipelineConfig.model_validate(data)
     except ValidationError as exc:
         error = exc.errors()[0]
-        fix = (
-            "remove it (see examples/pipelines/ for the known keys)"
-            if error["type"] == "extra_forbidden"
-            else "fix its value"
-        )
+        fix = {
+            "extra_forbidden": "remove it (see examples/pipelines/ for the known keys)",
+            "invalid_key": "write the key as a name (see examples/pipelines/)",
+        }.get(error["type"], "fix its value")
         raise PipelineError(
             f"config {path}: {_where(error)}: {error['msg']}; {fix}"
         ) from None

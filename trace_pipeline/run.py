@@ -56,7 +56,12 @@ def status(root: Path) -> list[StageStatus]:
         raise PipelineError(
             f"{root} holds no `trace run` (no config.yaml); give a run folder"
         )
-    config = load_config(config_file)
+    try:
+        config = load_config(config_file)
+    except PipelineError as exc:
+        raise PipelineError(
+            f"{root} is not a `trace run` folder, or its config.yaml was edited: {exc}"
+        ) from None
     running = folder.running()
     rows = []
     for stage in STAGES:

@@ -283,6 +283,7 @@ def test_stopped_after_an_adapters_checkpoint_goes_on_from_it(
             "max_total_tokens",
         ),
         ("- a\n- b\n", "mapping"),
+        ("1: x\nmodel: tiny\n", "1: Keys should be strings; write the key as a name"),
         ("model: [unclosed\n", "not valid YAML (line 2, column 1"),
         ("model: tiny\n\ttarget: {}\n", "line 2, column 1: found character '\\t'"),
         (
@@ -364,6 +365,11 @@ def test_a_pipe_a_linked_config_and_a_foreign_manifest_are_handled(
     assert main(["status", str(tmp_path / "nowhere")]) == 2
     out = capsys.readouterr()
     assert "collect    missing" in out.out and "is not there" in out.err
+    (run / "config.yaml").write_text("hello: 1\n")
+    assert main(["status", str(run)]) == 2
+    assert "is not a `trace run` folder, or its config.yaml was edited" in (
+        capsys.readouterr().err
+    )
 
 
 def test_the_ray_executor_trains_the_same_adapters(
