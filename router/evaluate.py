@@ -240,6 +240,7 @@ def evaluate_routing(
         [weights for _, weights, _ in pairs],
         limits,
         tool_format,
+        progress="episodes",
     )
     outcomes: dict[str, dict[int, tuple[bool, float]]] = {}
     for (key, _, index), episode in zip(pairs, episodes, strict=True):

@@ -101,6 +101,7 @@ def play(
     weights: Sequence[dict[str, float]],
     limits: RolloutLimits,
     tool_format: str,
+    progress: str | None = None,
 ) -> list[Episode]:
     """One episode per task, task i played with configuration `weights[i]` held throughout.
 
@@ -108,12 +109,18 @@ def play(
     one batch, whatever their environments, each row under its task's
     configuration. Any other plays one batch per configuration, made live by
     `activate(weights)` (`AdapterBank.activate_weights`, or the vLLM generator's
-    LoRARequest).
+    LoRARequest). `progress` names a bar of finished episodes (per batch).
     """
     if getattr(generator, "configure", None) is not None:
         configs = [row_config(w) for w in weights]
         return _together(
-            tasks, lambda i, _: configs[i], generator, tokenizer, limits, tool_format
+            tasks,
+            lambda i, _: configs[i],
+            generator,
+            tokenizer,
+            limits,
+            tool_format,
+            progress,
         )
     batches: dict[str, list[int]] = defaultdict(list)
     for index, chosen in enumerate(weights):
@@ -128,6 +135,7 @@ def play(
             tokenizer,
             limits,
             tool_format,
+            progress,
         )
         for index, episode in zip(indices, episodes, strict=True):
             played[index] = episode
@@ -141,6 +149,7 @@ def _together(
     tokenizer: Any,
     limits: RolloutLimits,
     tool_format: str,
+    progress: str | None = None,
 ) -> list[Episode]:
     """One episode per task, every task in one batch (whatever its environment),
     each turn of task i decoded under `config_of(i, episode)`."""
@@ -153,6 +162,7 @@ def _together(
         limits,
         tool_format,
         config_of=lambda episode: config_of(episode.group, episode),
+        progress=progress,
     )
     return [episode for (episode,) in groups]
 
@@ -193,6 +203,7 @@ def play_rerouting(
     mode: str,
     limits: RolloutLimits,
     tool_format: str,
+    progress: str | None = None,
 ) -> tuple[list[Episode], list[list[str]]]:
     """Play each task from its first route, routing again whenever a tool call is refused.
 
@@ -221,5 +232,7 @@ def play_rerouting(
             targets[index].append(current[index].target)
         return row_config(current[index].weights)
 
-    episodes = _together(tasks, config_of, generator, tokenizer, limits, tool_format)
+    episodes = _together(
+        tasks, config_of, generator, tokenizer, limits, tool_format, progress
+    )
     return episodes, targets

@@ -125,6 +125,7 @@ def play_job(context: Context, folder: Path, plays: list[dict[str, Any]]) -> Non
             weights,
             context.limits(),
             bank.capabilities.tool_format(tokenizer),
+            progress="evaluate",
         )
     rows = [
         transcript(e) | {"configuration": key}
@@ -151,6 +152,7 @@ def rerouting_job(
             REROUTE_MODE,
             context.limits(),
             bank.capabilities.tool_format(tokenizer),
+            progress="re-routing",
         )
     rows = [
         transcript(e) | {"routes": c} for e, c in zip(episodes, chains, strict=True)
