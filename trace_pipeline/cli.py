@@ -74,6 +74,7 @@ def _targets(arguments: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The `trace` command's parser: one subcommand per entry of `commands`."""
     from trace_pipeline.models import MODELS
     from trace_pipeline.stages import NAMES
 

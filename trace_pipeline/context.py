@@ -32,6 +32,7 @@ class TargetHandle(EnvHandle):
     kwargs: dict[str, Any] = field(default_factory=dict)
 
     def make(self, **kwargs: Any) -> Any:
+        """A fresh env with the target's knob values (and `kwargs`)."""
         return super().make(**self.kwargs, **kwargs)
 
 

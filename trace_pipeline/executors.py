@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import importlib
 import socket
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ class Job:
     kind: str
     inputs: dict[str, Any]
     work: str  # "module:function", called as function(context, folder, **arguments)
-    arguments: dict[str, Any] = field(default_factory=dict)
+    arguments: dict[str, Any]
     resumable: bool = False  # a killed one's folder is kept for the rerun to go on from
 
 

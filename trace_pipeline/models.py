@@ -21,6 +21,8 @@ from trace_pipeline.errors import PipelineError
 
 @dataclass(frozen=True)
 class PartedModel:
+    """A model on PyPI as GGUF parts: its file, the packages in order, size, SHA-256."""
+
     file: str
     packages: tuple[str, ...]
     size: int

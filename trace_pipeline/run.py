@@ -37,6 +37,8 @@ def stage_inputs(
 
 @dataclass(frozen=True)
 class StageStatus:
+    """One stage's line of `trace status`."""
+
     name: str
     state: str  # done, stale (inputs changed), running or missing
     wall_seconds: float | None
@@ -81,20 +83,32 @@ def status(root: Path) -> list[StageStatus]:
 
 def preflight(config: PipelineConfig) -> None:
     """Refuse, before any stage runs, what the config names that is not on this
-    machine: the model, the target's kit, vLLM for `train.backend: vllm` (each would
-    otherwise fail only after the stages before it, hours in)."""
+    machine: the model, the target's kit, vLLM for `train.backend: vllm`, tau2-bench
+    and the splits (and their sizes) of a tau2 target (each would otherwise fail
+    only after the stages before it, hours in)."""
     from factory.analyze.pipeline import resolve_target
     from factory.errors import FactoryError
     from trainer.errors import TrainerError
     from trainer.models import check_model
     from trainer.settings import check_backend
 
+    target = config.target
     try:
         if config.model != "tiny":
             check_model(config.model, "model")
-        resolve_target(config.target.kit, "target.kit")
+        resolve_target(target.kit, "target.kit")
         check_backend(config.train.backend, "train.backend:")
-    except (FactoryError, TrainerError) as exc:
+        if target.kind == "tau2":
+            from trace_pipeline.targets.tau2 import check_splits
+
+            check_splits(
+                target.tau2.domain,
+                {
+                    "analysis": (target.tau2.analysis_split, target.analysis_episodes),
+                    "heldout": (target.tau2.heldout_split, target.heldout_episodes),
+                },
+            )
+    except (FactoryError, TrainerError, RuntimeError, ValueError) as exc:
         raise PipelineError(str(exc)) from None
 
 

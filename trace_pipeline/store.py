@@ -36,6 +36,21 @@ def digest(value: Any) -> str:
     return hashlib.sha256(text.encode("ascii")).hexdigest()
 
 
+def read_output(path: Path) -> Any:
+    """A JSON output a stage or job wrote earlier (a `.jsonl` file: its rows); one
+    removed or edited since is a PipelineError saying how to have it made again."""
+    try:
+        text = path.read_text(encoding="utf-8")
+        if path.suffix == ".jsonl":
+            return [json.loads(line) for line in text.splitlines() if line.strip()]
+        return json.loads(text)
+    except (OSError, ValueError, RecursionError) as exc:
+        raise PipelineError(
+            f"{path} was removed or edited after it was written ({exc}); remove "
+            f"{path.parent} and rerun to have it made again"
+        ) from None
+
+
 class RunFolder:
     """The folder of one `trace run`: stage folders, manifests, and its lock."""
 
@@ -113,6 +128,7 @@ class RunFolder:
                 shutil.rmtree(job, ignore_errors=True)
 
     def stage(self, name: str) -> Path:
+        """The folder of stage `name`."""
         return self.root / name
 
     def manifest(self, name: str) -> dict[str, Any] | None:
@@ -151,7 +167,7 @@ class RunFolder:
         inputs: dict[str, Any],
         began: float,
         **extra: Any,
-    ) -> dict[str, Any]:
+    ) -> None:
         """Write the stage's manifest into its staging folder."""
         manifest = {
             "stage": name,
@@ -163,4 +179,3 @@ class RunFolder:
             **extra,
         }
         write_json(folder / MANIFEST, manifest)
-        return manifest

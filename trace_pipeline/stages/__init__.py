@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trace_pipeline.config import PipelineConfig
+from trace_pipeline.context import Context
 from trace_pipeline.stages import (
     analyze,
     baselines,
@@ -29,13 +31,13 @@ class Stage:
     name: str
     sections: tuple[str, ...]
     upstream: tuple[str, ...]
-    work: Callable[[Any, Path], dict[str, Any]]
+    work: Callable[[Context, Path], dict[str, Any]]
     plays_target: bool = False  # also reads the settings that define the target's tasks
     jobs: tuple[
         str, ...
     ] = ()  # the kinds of job it runs (see trace_pipeline.executors)
 
-    def settings(self, config: Any) -> tuple[str, ...]:
+    def settings(self, config: PipelineConfig) -> tuple[str, ...]:
         """Every setting this stage reads (what its manifest hashes)."""
         return (*self.sections, *(tasks(config) if self.plays_target else ()))
 
@@ -48,7 +50,7 @@ TASKS = (
 )  # fmt: skip
 
 
-def tasks(config: Any) -> tuple[str, ...]:
+def tasks(config: PipelineConfig) -> tuple[str, ...]:
     """The names of the settings that define `config`'s target tasks."""
     return (*TASKS, "target.tau2") if config.target.kind == "tau2" else TASKS
 

@@ -11,6 +11,7 @@ from trace_pipeline.errors import PipelineError
 
 
 def run(context: Context, out: Path) -> dict[str, Any]:
+    """`factory analyze` on collect's trajectories, scored against the target's truth."""
     from factory.analyze.pipeline import run_analysis
     from factory.errors import FactoryError
 

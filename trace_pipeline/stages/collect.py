@@ -14,10 +14,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from factory.outputs import write_json
+from factory.outputs import write_json, write_text
 from trace_pipeline.context import Context, task_info, transcript
 from trace_pipeline.errors import PipelineError
 from trace_pipeline.executors import Job, run_jobs
+from trace_pipeline.store import read_output
 from trainer.evaluation import confidence_interval
 
 
@@ -59,9 +60,7 @@ def write_records(
     """The records as JSON lines in `path`; with `truth`, the true needs of each
     failed run there, in the form `factory analyze --truth` reads (a played target
     only: only it knows what each task needs)."""
-    with open(path, "w", encoding="utf-8") as handle:
-        for row in records:
-            handle.write(json.dumps(row) + "\n")
+    write_text(path, "".join(json.dumps(row) + "\n" for row in records))
     if truth is not None:
         labels = {
             row["metadata"]["run_id"]: []
@@ -116,10 +115,8 @@ def shard_job(context: Context, folder: Path, seeds: list[int]) -> None:
             "fix the target and run again"
         )
     env = context.target().make()
-    with open(folder / "records.jsonl", "w", encoding="utf-8") as handle:
-        for group in groups:
-            if group[0].messages:
-                handle.write(json.dumps(record(transcript(group[0]), env)) + "\n")
+    played = [record(transcript(g[0]), env) for g in groups if g[0].messages]
+    write_records(played, folder / "records.jsonl")
 
 
 def shard_inputs(context: Context, seeds: list[int]) -> dict[str, Any]:
@@ -172,12 +169,13 @@ def played(context: Context) -> list[dict[str, Any]]:
     ]
     records = []
     for done in run_jobs(context, jobs):
-        lines = (done.folder / "records.jsonl").read_text("utf-8").splitlines()
-        records += [json.loads(line) for line in lines]
+        records += read_output(done.folder / "records.jsonl")
     return records
 
 
 def run(context: Context, out: Path) -> dict[str, Any]:
+    """The analysis split's trajectory records (played, or read from the runs given),
+    the truth of what each failed run needed, and base success per need."""
     playable = context.config.target.playable
     records = played(context) if playable else imported(context)
     truth = out / "truth.json" if playable else None

@@ -23,7 +23,6 @@ configuration).
 from __future__ import annotations
 
 import contextlib
-import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,7 +31,7 @@ from typing import Any
 from factory.outputs import write_json
 from trace_pipeline.context import Context, transcript
 from trace_pipeline.executors import Job, run_jobs
-from trace_pipeline.store import digest
+from trace_pipeline.store import digest, read_output
 
 REROUTE_MODE = "argmax"
 
@@ -189,7 +188,7 @@ def paired(report: dict[str, Any], first: str, second: str) -> dict[str, Any]:
 
 def _played(done: Any) -> list[dict[str, Any]]:
     """The episodes a finished job wrote."""
-    return json.loads((done.folder / "episodes.json").read_text(encoding="utf-8"))
+    return read_output(done.folder / "episodes.json")
 
 
 def trajectory_records(
@@ -213,6 +212,7 @@ def trajectory_records(
 
 
 def run(context: Context, out: Path) -> dict[str, Any]:
+    """Every configuration on the held-out split, greedily, and the paired tests."""
     from router.evaluate import (
         add_rerouting,
         assemble,

@@ -74,6 +74,7 @@ def narrowed(spec: Path, prompt: Prompt | None, folder: Path) -> Path:
 
 
 def run(context: Context, out: Path) -> dict[str, Any]:
+    """A verified package for each retained capability a backend can build."""
     from factory.errors import FactoryError
     from factory.generate.build import Codegen, generate
 

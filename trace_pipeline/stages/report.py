@@ -20,6 +20,8 @@ from trace_pipeline.context import Context
 
 @dataclass
 class Section:
+    """One section of the report: its text, an optional table, its plots."""
+
     title: str
     text: list[str] = field(default_factory=list)
     header: list[str] = field(default_factory=list)
@@ -34,6 +36,7 @@ def interval(row: dict[str, Any]) -> str:
 
 
 def own_rate(row: dict[str, Any] | None) -> str:
+    """`rate [low, high] (k/n)` of an own-environment result, "-" when there is none."""
     if not row:
         return "-"
     hits = sum(row["outcomes"])
@@ -44,9 +47,13 @@ def own_rate(row: dict[str, Any] | None) -> str:
 
 
 def sections(context: Context) -> list[Section]:
+    """The report's sections, read from the run's manifests."""
+    from trace_pipeline.stages import NAMES  # here: the stages module imports this one
+
+    upstream = NAMES[: NAMES.index("report")]
     folder = context.folder
     result = {
-        name: (folder.manifest(name) or {}).get("result", {}) for name in STAGE_NAMES
+        name: (folder.manifest(name) or {}).get("result", {}) for name in upstream
     }
     collected = result["collect"].get("success", {})
     parts = [
@@ -185,7 +192,7 @@ def sections(context: Context) -> list[Section]:
             ["stage", "seconds", "finished"],
             [
                 [name, f"{m.get('wall_seconds', 0):.0f}", m.get("finished", "")]
-                for name in STAGE_NAMES
+                for name in upstream
                 if (m := folder.manifest(name)) is not None
             ],
         )
@@ -253,6 +260,7 @@ def _read(path: Path) -> dict[str, Any]:
 
 
 def markdown(parts: list[Section]) -> str:
+    """The report as one Markdown page."""
     lines = ["# TRACE run report", ""]
     for part in parts:
         lines += [f"## {part.title}", ""]
@@ -291,6 +299,7 @@ td,th{border:1px solid #ccc;padding:.3em .6em;text-align:left}img{max-width:100%
 
 
 def run(context: Context, out: Path) -> dict[str, Any]:
+    """The Markdown and HTML pages, with the plots, from every stage's manifest."""
     folder = context.folder
     for source in (
         folder.stage("analyze") / "analysis" / "capabilities.png",
@@ -306,14 +315,3 @@ def run(context: Context, out: Path) -> dict[str, Any]:
     (out / "report.html").write_text(page(parts), encoding="utf-8")
     context.say(f"report: {folder.root / 'report' / 'report.md'}")
     return {"pages": ["report.md", "report.html"]}
-
-
-STAGE_NAMES = (
-    "collect",
-    "analyze",
-    "generate",
-    "train",
-    "baselines",
-    "route",
-    "evaluate",
-)

@@ -8,12 +8,14 @@ base agent solved (label: base); the target's true needs are never used.
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trace_pipeline.context import Context
+from trace_pipeline.errors import PipelineError
+from trace_pipeline.stages.train import generated_envs
+from trace_pipeline.store import read_output
 
 if TYPE_CHECKING:
     from router.build import Loaded
@@ -32,13 +34,26 @@ def load_router(context: Context, folder: Path) -> Loaded:
     return load(settings, requests=batch, precision=context.config.precision)
 
 
+def collected(context: Context) -> list[tuple[list[dict[str, Any]], bool, int]]:
+    """(messages, success, seed) of each analysis-split trajectory collect wrote."""
+    path = context.folder.stage("collect") / "trajectories.jsonl"
+    try:
+        return [
+            (list(row["messages"]), bool(row["success"]), int(row["metadata"]["seed"]))
+            for row in read_output(path)
+        ]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise PipelineError(
+            f"{path}: a record lacks {exc} (edited after collect wrote it); rerun "
+            "with --from collect"
+        ) from None
+
+
 def analysis_requests(context: Context) -> list[list[dict[str, Any]]]:
     """The opening messages (policy and request) of every analysis-split trajectory,
     unlabelled: what batch calibration averages the label log-probs over."""
-    collected = context.folder.stage("collect") / "trajectories.jsonl"
     openings = []
-    for line in collected.read_text(encoding="utf-8").splitlines():
-        messages = json.loads(line)["messages"]
+    for messages, _, _ in collected(context):
         user = next(
             (i for i, m in enumerate(messages) if m.get("role") == "user"), None
         )
@@ -59,17 +74,11 @@ def _fit_probe(context: Context, folder: Path) -> dict[str, Any]:
     loaded = load_router(context, folder)
     bank, router = loaded.bank, loaded.router
     examples: list[tuple[Any, int, str]] = []
+    envs = generated_envs(context)
     for capability in bank.capabilities.capabilities:
-        handle = resolve_env(
-            str(context.folder.stage("generate") / "envs" / capability.name)
-        )
+        handle = resolve_env(envs[capability.name])
         examples += [(handle, seed, capability.name) for seed in range(count)]
-    collected = context.folder.stage("collect") / "trajectories.jsonl"
-    solved = [
-        row["metadata"]["seed"]
-        for row in map(json.loads, collected.read_text(encoding="utf-8").splitlines())
-        if row["success"]
-    ][:count]
+    solved = [seed for _, success, seed in collected(context) if success][:count]
     examples += [(context.target(), seed, BASE) for seed in solved]
     if not solved:
         return {
@@ -96,6 +105,7 @@ def _fit_probe(context: Context, folder: Path) -> dict[str, Any]:
 
 
 def run(context: Context, out: Path) -> dict[str, Any]:
+    """The adapters folder the router serves, with its probe when one is asked for."""
     trained = context.folder.stage("train") / "adapters"
     if not trained.is_dir() or not any(trained.iterdir()):
         context.say(

@@ -10,18 +10,31 @@ report can show what training did where the capability is isolated.
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from factory.outputs import write_json
 from trace_pipeline.context import Context
 from trace_pipeline.errors import PipelineError
 from trace_pipeline.executors import Job, run_jobs
+from trace_pipeline.store import read_output
+
+if TYPE_CHECKING:
+    from trainer.config import TrainConfig
 
 
-def train_config(context: Context) -> Any:
+def generated_envs(context: Context) -> dict[str, str]:
+    """Each package generate built: capability name -> its folder."""
+    generated = context.folder.manifest("generate") or {}
+    packages = generated.get("result", {}).get("packages", {})
+    return {
+        name: str(context.folder.stage("generate") / relative)
+        for name, relative in sorted(packages.items())
+    }
+
+
+def train_config(context: Context) -> TrainConfig:
     """The TrainConfig every adapter of this run is trained with."""
     from trainer.config import TrainConfig
 
@@ -33,31 +46,33 @@ def train_config(context: Context) -> Any:
     return TrainConfig(**train, **rollout, precision=context.config.precision)
 
 
-def train_job(context: Context, folder: Path, env: str) -> None:
-    """One adapter into `folder/adapter`, its GRPO iterations into `folder/summary.json`
-    (a resumable job: see `trace_pipeline.executors`; a killed one goes on from its
-    last checkpoint)."""
+def train_adapter(
+    context: Context, folder: Path, envs: str | list[str], name: str, config: Any
+) -> None:
+    """An adapter trained on `envs` with `config` into `folder/adapter`, its GRPO
+    iterations into `folder/summary.json` (the work of a resumable job, see
+    `trace_pipeline.executors`: a killed one goes on from its last checkpoint; a
+    stopped one keeps its checkpoint and stops the run, never finishes the job)."""
     from trainer import checkpoint
     from trainer.errors import TrainerError
     from trainer.run import open_run
 
-    name, settings = Path(env).name, context.config.train
     adapter = folder / "adapter"
     resume = checkpoint.exists(adapter)
     if resume:
         context.say(f"train: {name}: going on from the checkpoint a stopped run left")
     else:
         context.say(
-            f"train: {name}: cold start on {settings.cold_start} demonstrations x "
-            f"{settings.cold_start_epochs} epochs, then {settings.iterations} GRPO "
+            f"train: {name}: cold start on {config.cold_start} demonstrations x "
+            f"{config.cold_start_epochs} epochs, then {config.iterations} GRPO "
             "iterations"
         )
         # What a kill before the first checkpoint left goes.
         shutil.rmtree(adapter, ignore_errors=True)
     try:
         run = open_run(
-            train_config(context),
-            env,
+            config,
+            envs,
             context.model_path,
             adapter,
             chat_template=context.config.chat_template,
@@ -78,6 +93,11 @@ def train_job(context: Context, folder: Path, env: str) -> None:
             )
         raise KeyboardInterrupt(outcome.stopped_by)
     write_json(folder / "summary.json", {"iterations": len(outcome.metrics)})
+
+
+def train_job(context: Context, folder: Path, env: str) -> None:
+    """One capability's adapter (a job; see `train_adapter`)."""
+    train_adapter(context, folder, env, Path(env).name, train_config(context))
 
 
 def own_env_job(
@@ -156,16 +176,12 @@ def trained_inputs(context: Context) -> dict[str, Any]:
 
 
 def run(context: Context, out: Path) -> dict[str, Any]:
-    generated = context.folder.manifest("generate") or {}
-    packages = sorted(generated.get("result", {}).get("packages", {}).items())
+    """One adapter per generated package, then the own-environment job."""
+    envs = generated_envs(context)
     context.say(
-        f"train: {len(packages)} adapters, {context.config.train.iterations} GRPO "
+        f"train: {len(envs)} adapters, {context.config.train.iterations} GRPO "
         f"iterations each ({context.config.executor} executor)"
     )
-    envs = {
-        name: str(context.folder.stage("generate") / relative)
-        for name, relative in packages
-    }
     jobs = [
         Job(
             "train",
@@ -195,7 +211,7 @@ def run(context: Context, out: Path) -> dict[str, Any]:
         (done,) = run_jobs(
             context, [Job("own-env", inputs, f"{__name__}:own_env_job", arguments)]
         )
-        own = json.loads((done.folder / "own_env.json").read_text("utf-8"))
+        own = read_output(done.folder / "own_env.json")
     adapters, hosts = {}, {}
     for name, done in trained.items():
         shutil.copytree(
@@ -203,7 +219,7 @@ def run(context: Context, out: Path) -> dict[str, Any]:
             out / "adapters" / name,
             ignore=shutil.ignore_patterns("checkpoint"),
         )
-        summary = json.loads((done.folder / "summary.json").read_text("utf-8"))
+        summary = read_output(done.folder / "summary.json")
         adapters[name] = {
             **summary,
             "before": own.get(name, {}).get("before"),

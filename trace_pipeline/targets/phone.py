@@ -248,9 +248,12 @@ def build_task(rng: random.Random, knobs: Mapping[str, int], task_id: str) -> Ta
     return draw(rng, knobs, task_id)[0]
 
 
-def family(
-    difficulty: Mapping[str, int] | None = None, max_turns: int = 10
-) -> TaskFamily:
+MAX_TURNS = (
+    10  # the env truncates here; a rollout may stop sooner (`rollout.max_turns`)
+)
+
+
+def family(difficulty: Mapping[str, int] | None = None) -> TaskFamily:
     """The target's task family with `difficulty` knob values (checked)."""
     from factory.runtime.task import resolve_knobs
 
@@ -264,7 +267,7 @@ def family(
         knobs=KNOBS,
         build_task=build_task,
         difficulty=knobs,
-        max_turns=max_turns,
+        max_turns=MAX_TURNS,
     )
 
 

@@ -74,6 +74,22 @@ def split_ids(domain: str, split: str) -> list[str]:
     return list(splits[split])
 
 
+def check_splits(domain: str, wanted: dict[str, tuple[str, int]]) -> None:
+    """Refuse (ValueError) a split the domain lacks, or more episodes than a split
+    holds; `wanted` maps analysis / heldout to (split name, episodes)."""
+    for role, (split, episodes) in wanted.items():
+        try:
+            ids = split_ids(domain, split)
+        except ValueError as exc:
+            raise ValueError(f"target.tau2.{role}_split: {exc}") from None
+        if episodes > len(ids):
+            raise ValueError(
+                f"target.{role}_episodes is {episodes}, but the {role} split "
+                f"('{split}' of tau2 {domain}) has {len(ids)} tasks; lower it to at "
+                f"most {len(ids)}"
+            )
+
+
 def _message(text: str, call: dict[str, Any] | None) -> dict[str, Any]:
     """One tau2 observation line group as an OpenAI message."""
     role, content = "user", text
