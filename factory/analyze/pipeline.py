@@ -295,6 +295,7 @@ def write_outputs(
                 selection,
                 target,
                 failure_patterns(analysis, selection.capability),
+                analysis.trajectories,
             )
             path = staging / "capabilities" / f"{spec.name}.json"
             path.write_text(spec.to_json(), encoding="utf-8")

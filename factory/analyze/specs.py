@@ -32,10 +32,12 @@ def build_spec(
     selection: Selection,
     target: str | dict[str, Any],
     patterns: list[tuple[Trajectory, str]],
+    runs: list[Trajectory],
 ) -> CapabilitySpec:
     """The spec of one retained capability, with its evidence and failure patterns,
-    and the difficulty its archetype fits to those failures (so the generated tasks
-    look like the ones the agent failed)."""
+    and the difficulty its archetype fits to those failures and to every run of
+    `runs` (so the generated tasks look like the ones the agent failed, asked as
+    the agent is asked)."""
     archetype = archetypes().get(capability.archetype or "")
     fits = (
         archetype is not None and isinstance(target, str) and target in archetype.kits
@@ -45,7 +47,7 @@ def build_spec(
     )
     full = selection.full
     fitted = (
-        archetype.fit(target, [t for t, _ in patterns])
+        archetype.fit(target, [t for t, _ in patterns], runs)
         if fits and archetype.fit is not None
         else {}
     )

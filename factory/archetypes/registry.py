@@ -19,8 +19,9 @@ from typing import Any
 from factory.runtime import Knob
 
 Detector = Callable[[Any], Any]
-# (kit, the trajectories judged lacking) -> knob values of the kit's task module
-Fit = Callable[[str, Sequence[Any]], dict[str, int]]
+# (kit, the trajectories judged lacking, every trajectory) -> knob values of the
+# kit's task module
+Fit = Callable[[str, Sequence[Any], Sequence[Any]], dict[str, int]]
 
 
 @dataclass(frozen=True)

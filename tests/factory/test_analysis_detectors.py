@@ -90,37 +90,45 @@ def test_a_holiday_without_its_year_is_a_relative_date() -> None:
 
 def test_the_date_time_package_is_fitted_to_the_failures() -> None:
     """The phone package's knobs follow the failed runs: the kinds of relative date
-    they used (holidays are the fourth kind), how far ahead, and how many texted."""
+    they used (holidays are the fourth kind) and how far ahead; its share of
+    messages follows every run, so a package fitted to failed reminders alone
+    still asks for messages as the target does."""
     fit = archetypes()["date_time_recovery"].fit
 
-    def failed(request: str, tool: str) -> Trajectory:
+    def run(request: str, tool: str) -> Trajectory:
         arguments = {"content": "x", "reminder_timestamp": 1.7e9}
         return trajectory(
             [{"role": "user", "content": request}, call(tool, "1", **arguments)]
         )
 
     runs = [
-        failed("Add a reminder for 9 days from today at 10:30.", "add_reminder"),
-        failed("Add a reminder for Thanksgiving at 19:15.", "add_reminder"),
-        failed("Add a reminder for this coming Friday at 08:00.", "add_reminder"),
-        failed("Text Ann: dinner in 3 days", "send_message_with_phone_number"),
+        run("Add a reminder for 9 days from today at 10:30.", "add_reminder"),
+        run("Add a reminder for Thanksgiving at 19:15.", "add_reminder"),
+        run("Add a reminder for this coming Friday at 08:00.", "add_reminder"),
+        run("Text Ann: dinner in 3 days", "send_message_with_phone_number"),
     ]
-    assert fit("phone", runs) == {
+    assert fit("phone", runs, runs) == {
         "share_messages": 25,
         "expression_kinds": 4,
         "horizon_days": 9,
     }
-    assert fit("phone", runs[:1]) == {
+    asked = [*runs, run("Text Bo: see you at noon", "send_message_with_phone_number")]
+    assert fit("phone", runs[:1], asked) == {
+        "share_messages": 40,  # 2 of the 5 requests, though the one failure reminded
+        "expression_kinds": 1,
+        "horizon_days": 9,
+    }
+    assert fit("phone", runs[:1], []) == {
         "share_messages": 0,
         "expression_kinds": 1,
         "horizon_days": 9,
     }
-    assert fit("airline", runs) == {} and fit("phone", []) == {}
+    assert fit("airline", runs, runs) == {} and fit("phone", [], runs) == {}
     # the spec factory generate builds from accepts them
     from factory.runtime.task import resolve_knobs
 
     knobs = archetypes()["date_time_recovery"].knobs("phone")
-    assert resolve_knobs(knobs, fit("phone", runs))["expression_kinds"] == 4
+    assert resolve_knobs(knobs, fit("phone", runs, runs))["expression_kinds"] == 4
 
 
 def test_a_wrong_date_written_in_a_message_is_the_date_detectors() -> None:

@@ -68,10 +68,21 @@ def detect(trajectory: Trajectory) -> Judgement:
     return NA
 
 
-def fit(kit: str, failed: Sequence[Trajectory]) -> dict[str, int]:
+def _texts(run: Trajectory) -> bool:
+    """Whether the run's request was a message (it wrote one, or was expected to)."""
+    return any("message" in s.name for s in run.steps if s.writes) or any(
+        "message" in a.name for a in expected_writes(run) or []
+    )
+
+
+def fit(
+    kit: str, failed: Sequence[Trajectory], runs: Sequence[Trajectory]
+) -> dict[str, int]:
     """Knob values that make the kit's generated tasks look like the failed ones:
-    every kind of relative expression they used, as far ahead as they went, and as
-    many of them messages (the rest reminders) as among them."""
+    every kind of relative expression they used and as far ahead as they went.
+    The share of messages follows every run instead (what the agent is asked for):
+    fitted to failures that were all reminders, the package held no message, and its
+    adapter answered every held-out message request with a reminder (13 of 13)."""
     if kit != "phone" or not failed:
         return {}
     texts = [t.user_text() for t in failed]
@@ -79,12 +90,8 @@ def fit(kit: str, failed: Sequence[Trajectory]) -> dict[str, int]:
         i for i, (_, kind) in enumerate(KINDS) if any(kind.search(t) for t in texts)
     ]
     days = [int(n) for t in texts for n in DAYS.findall(t)]
-    messages = sum(
-        any("message" in s.name for s in t.steps if s.writes)
-        or any("message" in a.name for a in expected_writes(t) or [])
-        for t in failed
-    )
-    fitted = {"share_messages": round(100 * messages / len(failed))}
+    asked = runs or failed
+    fitted = {"share_messages": round(100 * sum(map(_texts, asked)) / len(asked))}
     if used:  # the task module draws the first `expression_kinds` kinds
         fitted["expression_kinds"] = max(used) + 1
     if days:
