@@ -319,6 +319,10 @@ def test_an_output_edited_after_it_was_written_is_named_with_the_fix(
     context = Context(config, RunFolder(tmp_path), tmp_path / "config.yaml")
     with pytest.raises(PipelineError, match="lacks 'messages'.*--from collect"):
         collected(context)
+    broken = '{"messages": [], "success": true, "metadata": null}'
+    (tmp_path / "collect" / "trajectories.jsonl").write_text(broken)
+    with pytest.raises(PipelineError, match="a record holds a value of the wrong kind"):
+        collected(context)
     (tmp_path / "collect" / "trajectories.jsonl").write_text(lines[0])
     assert collected(context) == [([], True, 3)]
 

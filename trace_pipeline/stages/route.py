@@ -42,11 +42,14 @@ def collected(context: Context) -> list[tuple[list[dict[str, Any]], bool, int]]:
             (list(row["messages"]), bool(row["success"]), int(row["metadata"]["seed"]))
             for row in read_output(path)
         ]
-    except (KeyError, TypeError, ValueError) as exc:
-        raise PipelineError(
-            f"{path}: a record lacks {exc} (edited after collect wrote it); rerun "
-            "with --from collect"
-        ) from None
+    except KeyError as exc:
+        problem = f"lacks {exc}"
+    except (TypeError, ValueError) as exc:
+        problem = f"holds a value of the wrong kind ({exc})"
+    raise PipelineError(
+        f"{path}: a record {problem} (edited after collect wrote it); rerun with "
+        "--from collect"
+    )
 
 
 def analysis_requests(context: Context) -> list[list[dict[str, Any]]]:

@@ -47,7 +47,11 @@ def train_config(context: Context) -> TrainConfig:
 
 
 def train_adapter(
-    context: Context, folder: Path, envs: str | list[str], name: str, config: Any
+    context: Context,
+    folder: Path,
+    envs: str | list[str],
+    name: str,
+    config: TrainConfig,
 ) -> None:
     """An adapter trained on `envs` with `config` into `folder/adapter`, its GRPO
     iterations into `folder/summary.json` (the work of a resumable job, see

@@ -248,9 +248,8 @@ def build_task(rng: random.Random, knobs: Mapping[str, int], task_id: str) -> Ta
     return draw(rng, knobs, task_id)[0]
 
 
-MAX_TURNS = (
-    10  # the env truncates here; a rollout may stop sooner (`rollout.max_turns`)
-)
+# The env truncates here; a rollout may stop sooner (`rollout.max_turns`).
+MAX_TURNS = 10
 
 
 def family(difficulty: Mapping[str, int] | None = None) -> TaskFamily:
