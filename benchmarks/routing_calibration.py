@@ -21,7 +21,6 @@ from pathlib import Path
 
 import torch
 
-from router.evaluate import rate
 from router.routed import with_observation
 from router.scorer import CONTENT_FREE
 from trace_pipeline.config import load_config
@@ -29,6 +28,7 @@ from trace_pipeline.context import Context
 from trace_pipeline.stages.evaluate import tasks
 from trace_pipeline.stages.route import analysis_requests, load_router
 from trace_pipeline.store import RunFolder
+from trainer.evaluation import rate
 
 
 def main() -> None:

@@ -22,20 +22,9 @@ from tqdm import tqdm
 from router.modes import Route, uniform_merge
 from router.routed import Router, Task, play
 from router.scorer import Scores
-from trainer.evaluation import confidence_interval, mcnemar
+from trainer.evaluation import mcnemar, rate
 from trainer.rollout import Generator
 from trainer.settings import RolloutLimits
-
-
-def rate(outcomes: Sequence[float]) -> dict[str, Any]:
-    """Share of successes with its Wilson 95% interval."""
-    mean, low, high = confidence_interval([float(o) for o in outcomes])
-    return {
-        "rate": mean,
-        "ci95": [low, high],
-        "n": len(outcomes),
-        "successes": int(sum(outcomes)),
-    }
 
 
 def routing_accuracy(

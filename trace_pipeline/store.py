@@ -132,14 +132,19 @@ class RunFolder:
         return self.root / name
 
     def manifest(self, name: str) -> dict[str, Any] | None:
-        """The finished stage's manifest, or None (never run, unreadable, or not one
-        this tool wrote: a key that is not text, a wall time that is not a number)."""
+        """The finished stage's manifest, or None, so that the stage is done again
+        (never run, unreadable, or not as this tool wrote it: a key that is not text,
+        a wall time that is not a number, or a seal that no longer matches because
+        the file was edited; one written before manifests had seals has none)."""
         path = self.stage(name) / MANIFEST
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
+            if not isinstance(data, dict) or not isinstance(data.get("key"), str):
+                return None
+            sealed = {k: v for k, v in data.items() if k != "seal"}
+            if "seal" in data and data["seal"] != digest(sealed):
+                return None
         except (OSError, ValueError, RecursionError):
-            return None
-        if not isinstance(data, dict) or not isinstance(data.get("key"), str):
             return None
         seconds = data.get("wall_seconds", 0.0)
         number = isinstance(seconds, int | float) and not isinstance(seconds, bool)
@@ -178,4 +183,4 @@ class RunFolder:
             "wall_seconds": round(time.time() - began, 2),
             **extra,
         }
-        write_json(folder / MANIFEST, manifest)
+        write_json(folder / MANIFEST, manifest | {"seal": digest(manifest)})

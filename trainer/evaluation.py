@@ -30,6 +30,17 @@ def confidence_interval(values: Sequence[float]) -> tuple[float, float, float]:
     return mean, mean - half, mean + half
 
 
+def rate(outcomes: Sequence[float]) -> dict[str, Any]:
+    """Share of successes with its Wilson 95% interval, as every report shows a rate."""
+    mean, low, high = confidence_interval([float(o) for o in outcomes])
+    return {
+        "rate": mean,
+        "ci95": [low, high],
+        "n": len(outcomes),
+        "successes": int(sum(outcomes)),
+    }
+
+
 def mcnemar(first: Sequence[bool], second: Sequence[bool]) -> dict[str, float]:
     """Exact McNemar test of two paired 0/1 outcome lists (binomial on discordant pairs)."""
     from scipy.stats import binomtest

@@ -299,7 +299,7 @@ def train(
             total=config.iterations,
             desc="GRPO",
             unit="it",
-            disable=rank != 0 or None,
+            disable=rank != 0,
         )
         for iteration in progress:
             if stop.signal is not None:

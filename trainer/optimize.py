@@ -314,7 +314,7 @@ def optimize(
         desc=desc,
         unit="step",
         leave=False,
-        disable=distributed.rank() != 0 or None,
+        disable=distributed.rank() != 0,
     )
     for _ in range(epochs):
         order = list(range(len(rows)))

@@ -271,7 +271,7 @@ def collect(
 
     `handle` is the environment, or one per seed (episodes of several environments
     decode in one batch; `hints` stay keyed by seed alone). `tool_format` is how
-    tools are listed when the chat template has no tool role; `progress` names a bar of finished episodes (shown on a terminal, rank 0 only);
+    tools are listed when the chat template has no tool role; `progress` names a bar of finished episodes (on stderr, rank 0 only);
     the first `hinted` episodes of each group see `hints[seed]` in their system
     message (hint injection; the rest play plain). `config_of(episode)`, asked
     before each turn, names the configuration the turn is decoded under (see
@@ -299,7 +299,7 @@ def collect(
         desc=progress,
         unit="episode",
         leave=False,
-        disable=progress is None or distributed.rank() != 0 or None,
+        disable=progress is None or distributed.rank() != 0,
     )
     flight = turns(generator, limits.temperature)
 

@@ -79,6 +79,13 @@ def test_every_stage_writes_its_folder_and_manifest(finished: Path) -> None:
     assert len(collected) == 12
     record = json.loads(collected[0])
     assert record["expected_actions"] and "needs" in record["metadata"]
+    success = json.loads((finished / "collect" / "manifest.json").read_text())[
+        "result"
+    ]["success"]
+    assert success["all"]["n"] == 12  # every rate has the one shape evaluate's have
+    for row in success.values():
+        low, high = row["ci95"]
+        assert low <= row["rate"] <= high and row["successes"] <= row["n"]
     assert not list(finished.glob(".*staging*"))
 
 
@@ -325,6 +332,28 @@ def test_an_output_edited_after_it_was_written_is_named_with_the_fix(
         collected(context)
     (tmp_path / "collect" / "trajectories.jsonl").write_text(lines[0])
     assert collected(context) == [([], True, 3)]
+
+
+def test_a_hand_edited_manifest_makes_its_stage_run_again(tmp_path: Path) -> None:
+    """A manifest edited by hand no longer matches its seal: the stage is not done,
+    so its result is made again rather than read by the stages after it."""
+    import time as clock
+
+    from trace_pipeline.store import RunFolder
+
+    folder = RunFolder(tmp_path)
+    (tmp_path / "analyze").mkdir()
+    result = {"retained": ["date_time_recovery"], "specs": {}}
+    folder.finish(
+        tmp_path / "analyze", "analyze", "k" * 64, {}, clock.time(), result=result
+    )
+    path = tmp_path / "analyze" / "manifest.json"
+    assert folder.manifest("analyze")["result"] == result
+    written = json.loads(path.read_text())
+    path.write_text(json.dumps(written | {"result": {"retained": 3}}))
+    assert folder.manifest("analyze") is None
+    path.write_text(json.dumps({k: v for k, v in written.items() if k != "seal"}))
+    assert folder.manifest("analyze")["result"] == result  # written before seals
 
 
 @pytest.mark.parametrize(

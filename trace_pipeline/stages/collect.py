@@ -19,7 +19,7 @@ from trace_pipeline.context import Context, task_info, transcript
 from trace_pipeline.errors import PipelineError
 from trace_pipeline.executors import Job, run_jobs
 from trace_pipeline.store import read_output
-from trainer.evaluation import confidence_interval
+from trainer.evaluation import rate
 
 
 def record(episode: dict[str, Any], env: Any) -> dict[str, Any]:
@@ -81,11 +81,7 @@ def rates(records: list[dict[str, Any]]) -> dict[str, Any]:
         )
         for name in names:
             groups.setdefault(name, []).append(float(row["success"]))
-    return {
-        name: dict(zip(("rate", "low", "high"), confidence_interval(v), strict=True))
-        | {"n": len(v), "successes": int(sum(v))}
-        for name, v in groups.items()
-    }
+    return {name: rate(v) for name, v in groups.items()}
 
 
 def shard_job(context: Context, folder: Path, seeds: list[int]) -> None:

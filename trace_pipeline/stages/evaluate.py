@@ -332,9 +332,8 @@ def run(context: Context, out: Path) -> dict[str, Any]:
 
 def base_only(context: Context, out: Path) -> dict[str, Any]:
     """No adapter was trained: the base model's held-out success alone."""
-    from router.evaluate import rate
     from trainer.config import EVAL_SEED_BASE
-    from trainer.evaluation import evaluate
+    from trainer.evaluation import evaluate, rate
     from trainer.generation import TransformersGenerator
 
     model, tokenizer = context.base()
