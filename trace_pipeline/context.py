@@ -8,6 +8,7 @@ run killed in the middle of a stage redoes only the job it was in.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -20,7 +21,7 @@ from typing import Any
 from factory.outputs import staged, swap_in, write_json
 from trace_pipeline.config import PipelineConfig
 from trace_pipeline.errors import PipelineError
-from trace_pipeline.store import DONE, RunFolder, digest
+from trace_pipeline.store import DONE, RunFolder, contents, digest
 from trainer.envs import EnvHandle
 from trainer.settings import RolloutLimits
 
@@ -158,15 +159,19 @@ class Context:
         key = digest({"kind": kind, **inputs})[:20]
         final = self.folder.root / ".jobs" / f"{kind}-{key}"
         if (final / DONE).is_file():
-            self.say(f"{kind}: reusing the finished job {final.name}")
-            return final
+            if intact(final):
+                self.say(f"{kind}: reusing the finished job {final.name}")
+                return final
+            self.say(f"{kind}: a file of the finished job {final.name} was edited, "
+                     "removed or added since; playing it again")  # fmt: skip
+            shutil.rmtree(final)
 
         def finish(folder: Path) -> None:
             self.say(f"{kind}: running job {final.name}")
             started = time.monotonic()
             work(folder)
             write_json(folder / "job.json", {"kind": kind, "inputs": inputs})
-            (folder / DONE).write_text("", encoding="utf-8")
+            write_json(folder / DONE, contents(folder))
             self.say(
                 f"{kind}: job {final.name} done in {time.monotonic() - started:.0f} s"
             )
@@ -183,6 +188,16 @@ class Context:
             finish(partial)
         swap_in(partial, final)
         return final
+
+
+def intact(job: Path) -> bool:
+    """Whether a finished job's files are as it left them: its DONE marker holds each
+    one's sha256 (an empty marker was written before jobs were sealed)."""
+    try:
+        text = (job / DONE).read_text(encoding="utf-8")
+        return not text or json.loads(text) == contents(job)
+    except (OSError, ValueError, RecursionError):
+        return False
 
 
 def transcript(episode: Any) -> dict[str, Any]:

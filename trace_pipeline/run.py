@@ -21,7 +21,7 @@ from trace_pipeline.config import PipelineConfig, load_config
 from trace_pipeline.context import Context
 from trace_pipeline.errors import PipelineError
 from trace_pipeline.stages import NAMES, STAGES, Stage
-from trace_pipeline.store import RunFolder, digest
+from trace_pipeline.store import MANIFEST, RunFolder, digest
 
 
 def stage_inputs(
@@ -40,13 +40,16 @@ class StageStatus:
     """One stage's line of `trace status`."""
 
     name: str
-    state: str  # done, stale (inputs changed), running or missing
+    state: (
+        str  # done, stale (inputs changed), changed (files edited), running or missing
+    )
     wall_seconds: float | None
     jobs: int  # its finished jobs kept (a stage that is not done reuses them)
 
 
 def status(root: Path) -> list[StageStatus]:
-    """Each stage of the run in `root`: done, stale or missing (against its saved config)."""
+    """Each stage of the run in `root`: done, stale, changed or missing (against its
+    saved config)."""
     if not root.is_dir():
         raise PipelineError(
             f"{root} is {'a file' if root.exists() else 'not there'}; give the folder "
@@ -70,7 +73,8 @@ def status(root: Path) -> list[StageStatus]:
         manifest = folder.manifest(stage.name)
         jobs = folder.finished_jobs(stage.jobs)
         if manifest is None:
-            state, seconds = "missing", None
+            written = (folder.stage(stage.name) / MANIFEST).is_file()
+            state, seconds = "changed" if written else "missing", None
         else:
             key = digest(stage_inputs(stage, config, folder))
             state = "done" if manifest["key"] == key else "stale"

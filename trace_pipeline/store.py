@@ -4,8 +4,11 @@ A stage writes into a private staging folder and is swapped into place whole
 (`factory.outputs`), so a kill -9 leaves either the old stage or the new one,
 never half of one; temporaries of dead runs are cleared on the next start. The
 manifest records what the stage was computed from (its config sections, the
-upstream manifests' hashes, the project version); a rerun skips a stage whose
-recorded key still matches. One run at a time holds the folder's lock.
+upstream manifests' hashes, the project version) and the sha256 of each file the
+stage wrote; a rerun skips a stage whose recorded key still matches and whose
+files are as written (an edited manifest or file makes the stage run again, as
+an edited file in a finished job makes the job play again). One run at a time
+holds the folder's lock.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import os
 import shutil
 import time
 from collections.abc import Iterator
@@ -34,6 +38,29 @@ def digest(value: Any) -> str:
     """sha256 of canonical JSON (sorted keys, fixed separators)."""
     text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(text.encode("ascii")).hexdigest()
+
+
+def contents(folder: Path) -> dict[str, str]:
+    """The sha256 of each file under `folder` by its relative path (a link: its
+    target; the manifest, a job's DONE marker and Python's `__pycache__` left out),
+    so that a file edited, removed or added after a stage or job finished is seen."""
+    found = {}
+    for top, folders, files in os.walk(folder):  # never into linked folders
+        folders[:] = sorted(f for f in folders if f != "__pycache__")
+        for name in sorted(files):
+            path = Path(top, name)
+            relative = path.relative_to(folder).as_posix()
+            if relative in (MANIFEST, DONE):
+                continue
+            if path.is_symlink():
+                found[relative] = "link to " + os.readlink(path)
+                continue
+            sha = hashlib.sha256()
+            with path.open("rb") as handle:
+                while chunk := handle.read(1 << 20):
+                    sha.update(chunk)
+            found[relative] = sha.hexdigest()
+    return found
 
 
 def read_output(path: Path) -> Any:
@@ -132,17 +159,20 @@ class RunFolder:
         return self.root / name
 
     def manifest(self, name: str) -> dict[str, Any] | None:
-        """The finished stage's manifest, or None, so that the stage is done again
-        (never run, unreadable, or not as this tool wrote it: a key that is not text,
-        a wall time that is not a number, or a seal that no longer matches because
-        the file was edited; one written before manifests had seals has none)."""
-        path = self.stage(name) / MANIFEST
+        """The finished stage's manifest, or None, so that the stage is done again:
+        never run, unreadable, or not as this tool left it (a key that is not text, a
+        wall time that is not a number, a seal that no longer matches because the
+        manifest was edited, a file of the stage edited, removed or added since).
+        One written before manifests had seals has neither seal nor files."""
+        folder = self.stage(name)
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
             if not isinstance(data, dict) or not isinstance(data.get("key"), str):
                 return None
             sealed = {k: v for k, v in data.items() if k != "seal"}
             if "seal" in data and data["seal"] != digest(sealed):
+                return None
+            if "files" in data and data["files"] != contents(folder):
                 return None
         except (OSError, ValueError, RecursionError):
             return None
@@ -173,7 +203,8 @@ class RunFolder:
         began: float,
         **extra: Any,
     ) -> None:
-        """Write the stage's manifest into its staging folder."""
+        """Write the stage's manifest into its staging folder, sealed: the seal is
+        the digest of the rest as it reads back from JSON (where every key is text)."""
         manifest = {
             "stage": name,
             "key": key,
@@ -182,5 +213,7 @@ class RunFolder:
             "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "wall_seconds": round(time.time() - began, 2),
             **extra,
+            "files": contents(folder),
         }
+        manifest = json.loads(json.dumps(manifest))
         write_json(folder / MANIFEST, manifest | {"seal": digest(manifest)})

@@ -334,26 +334,66 @@ def test_an_output_edited_after_it_was_written_is_named_with_the_fix(
     assert collected(context) == [([], True, 3)]
 
 
-def test_a_hand_edited_manifest_makes_its_stage_run_again(tmp_path: Path) -> None:
-    """A manifest edited by hand no longer matches its seal: the stage is not done,
-    so its result is made again rather than read by the stages after it."""
+def test_a_stage_or_job_edited_by_hand_is_done_again(tmp_path: Path) -> None:
+    """A manifest, a stage's file or a finished job's file edited, removed or added
+    by hand no longer matches its seal: the stage is not done (status `changed`) and
+    the job plays again, rather than handing the edit to what reads them."""
     import time as clock
 
+    from trace_pipeline.config import PipelineConfig
+    from trace_pipeline.context import Context
     from trace_pipeline.store import RunFolder
 
     folder = RunFolder(tmp_path)
-    (tmp_path / "analyze").mkdir()
-    result = {"retained": ["date_time_recovery"], "specs": {}}
-    folder.finish(
-        tmp_path / "analyze", "analyze", "k" * 64, {}, clock.time(), result=result
-    )
-    path = tmp_path / "analyze" / "manifest.json"
-    assert folder.manifest("analyze")["result"] == result
+    stage = tmp_path / "analyze"
+    (stage / "specs").mkdir(parents=True)
+    (stage / "specs" / "a.json").write_text("{}")
+    result = {"retained": ["date_time_recovery"], 3: "a key that is no name"}
+    folder.finish(stage, "analyze", "k" * 64, {}, clock.time(), result=result)
+    path = stage / "manifest.json"
+    assert folder.manifest("analyze")["result"]["3"] == "a key that is no name"
+    (stage / "specs" / "__pycache__").mkdir()  # Python's own cache is no edit
+    (stage / "specs" / "__pycache__" / "a.pyc").write_text("")
+    assert folder.manifest("analyze") is not None
     written = json.loads(path.read_text())
-    path.write_text(json.dumps(written | {"result": {"retained": 3}}))
-    assert folder.manifest("analyze") is None
-    path.write_text(json.dumps({k: v for k, v in written.items() if k != "seal"}))
-    assert folder.manifest("analyze")["result"] == result  # written before seals
+    for edit in (
+        lambda: path.write_text(json.dumps(written | {"result": {"retained": 3}})),
+        lambda: (stage / "specs" / "a.json").write_text('{"name": 1}'),
+        lambda: (stage / "specs" / "a.json").unlink(),
+        lambda: (stage / "specs" / "b.json").write_text("{}"),
+    ):
+        edit()
+        assert folder.manifest("analyze") is None
+        (stage / "specs" / "b.json").unlink(missing_ok=True)
+        (stage / "specs" / "a.json").write_text("{}")
+        path.write_text(json.dumps(written))
+        assert folder.manifest("analyze") is not None
+    old = {k: v for k, v in written.items() if k not in ("seal", "files")}
+    (stage / "specs" / "a.json").write_text('{"name": 1}')
+    path.write_text(json.dumps(old))
+    assert folder.manifest("analyze") is not None  # written before seals
+    path.write_text(json.dumps(written))
+    (tmp_path / "config.yaml").write_text("model: tiny\n")
+    (tmp_path / ".trace-run").write_text("")
+    status = _trace("status", str(tmp_path))
+    assert re.search(r"^analyze\s+changed", status.stdout, re.M), status.stdout
+
+    config = PipelineConfig.model_validate({"model": "models/any.gguf"})
+    context = Context(config, folder, tmp_path / "config.yaml")
+    plays = []
+
+    def work(out: Path) -> None:
+        plays.append(out)
+        (out / "episodes.json").write_text('[{"seed": 1}]')
+
+    job = context.job("evaluate", {"seed": 1}, work)
+    assert context.job("evaluate", {"seed": 1}, work) == job and len(plays) == 1
+    (job / "episodes.json").write_text('[{"sed": 1}]')
+    assert context.job("evaluate", {"seed": 1}, work) == job and len(plays) == 2
+    assert json.loads((job / "episodes.json").read_text()) == [{"seed": 1}]
+    (job / ".done").write_text("")  # a job finished before jobs were sealed
+    (job / "episodes.json").write_text("[]")
+    assert context.job("evaluate", {"seed": 1}, work) == job and len(plays) == 2
 
 
 @pytest.mark.parametrize(
@@ -424,7 +464,7 @@ def test_a_pipe_a_linked_config_and_a_foreign_manifest_are_handled(
 ) -> None:
     """A config that is a pipe is refused before --out is made (it would block); the
     run folder's config.yaml that is a link is replaced, never its target; a
-    manifest this tool did not write counts as missing; status names a folder that
+    manifest this tool did not write counts as changed; status names a folder that
     is not there."""
     pipe = tmp_path / "pipe.yaml"
     os.mkfifo(pipe)
@@ -449,7 +489,7 @@ def test_a_pipe_a_linked_config_and_a_foreign_manifest_are_handled(
     assert main(["status", str(run)]) == 0
     assert main(["status", str(tmp_path / "nowhere")]) == 2
     out = capsys.readouterr()
-    assert "collect    missing" in out.out and "is not there" in out.err
+    assert "collect    changed" in out.out and "is not there" in out.err
     (run / "config.yaml").write_text("hello: 1\n")
     assert main(["status", str(run)]) == 2
     assert "is not a `trace run` folder, or its config.yaml was edited" in (

@@ -31,7 +31,7 @@ class Section:
 
 def interval(row: dict[str, Any]) -> str:
     """`rate [low, high] (k/n)` of a rate with its Wilson interval."""
-    # collect's manifests before 2026-11-28 held the interval as `low` and `high`
+    # collect's manifests before 2026-11-27 held the interval as `low` and `high`
     low, high = row.get("ci95") or (row.get("low"), row.get("high"))
     return f"{row['rate']:.3f} [{low:.3f}, {high:.3f}] ({row['successes']}/{row['n']})"
 
