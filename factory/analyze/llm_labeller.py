@@ -217,6 +217,5 @@ class LLMLabeller:
                     total=len(trajectories),
                     desc=f"LLM labelling run {run + 1}",
                     leave=False,
-                    disable=None,
                 )
             )

@@ -161,9 +161,7 @@ def label_all(
     """Judge every (trajectory, capability) pair, with a progress bar."""
     return [
         {c.name: labeller(t, c) for c in capabilities}
-        for t in tqdm(
-            trajectories, desc="labelling", unit="traj", leave=False, disable=None
-        )
+        for t in tqdm(trajectories, desc="labelling", unit="traj", leave=False)
     ]
 
 
