@@ -8,7 +8,6 @@ run killed in the middle of a stage redoes only the job it was in.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
@@ -21,7 +20,7 @@ from typing import Any
 from factory.outputs import staged, swap_in, write_json
 from trace_pipeline.config import PipelineConfig
 from trace_pipeline.errors import PipelineError
-from trace_pipeline.store import DONE, RunFolder, contents, digest
+from trace_pipeline.store import DONE, RunFolder, contents, digest, intact
 from trainer.envs import EnvHandle
 from trainer.settings import RolloutLimits
 
@@ -188,16 +187,6 @@ class Context:
             finish(partial)
         swap_in(partial, final)
         return final
-
-
-def intact(job: Path) -> bool:
-    """Whether a finished job's files are as it left them: its DONE marker holds each
-    one's sha256 (an empty marker was written before jobs were sealed)."""
-    try:
-        text = (job / DONE).read_text(encoding="utf-8")
-        return not text or json.loads(text) == contents(job)
-    except (OSError, ValueError, RecursionError):
-        return False
 
 
 def transcript(episode: Any) -> dict[str, Any]:

@@ -63,6 +63,16 @@ def contents(folder: Path) -> dict[str, str]:
     return found
 
 
+def intact(job: Path) -> bool:
+    """Whether a finished job's files are as it left them: its DONE marker holds each
+    one's sha256 (an empty marker was written before jobs were sealed)."""
+    try:
+        text = (job / DONE).read_text(encoding="utf-8")
+        return not text or json.loads(text) == contents(job)
+    except (OSError, ValueError, RecursionError):
+        return False
+
+
 def read_output(path: Path) -> Any:
     """A JSON output a stage or job wrote earlier (a `.jsonl` file: its rows); one
     removed or edited since is a PipelineError saying how to have it made again."""
@@ -142,7 +152,7 @@ class RunFolder:
         inputs still match)."""
         jobs = self.root / ".jobs"
         return sum(
-            (job / DONE).is_file() and not job.name.endswith(".partial")
+            (job / DONE).is_file() and not job.name.endswith(".partial") and intact(job)
             for kind in kinds
             for job in jobs.glob(f"{kind}-*")
         )

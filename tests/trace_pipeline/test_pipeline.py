@@ -389,7 +389,9 @@ def test_a_stage_or_job_edited_by_hand_is_done_again(tmp_path: Path) -> None:
     job = context.job("evaluate", {"seed": 1}, work)
     assert context.job("evaluate", {"seed": 1}, work) == job and len(plays) == 1
     (job / "episodes.json").write_text('[{"sed": 1}]')
+    assert folder.finished_jobs(("evaluate",)) == 0  # not reused, so not counted
     assert context.job("evaluate", {"seed": 1}, work) == job and len(plays) == 2
+    assert folder.finished_jobs(("evaluate",)) == 1
     assert json.loads((job / "episodes.json").read_text()) == [{"seed": 1}]
     (job / ".done").write_text("")  # a job finished before jobs were sealed
     (job / "episodes.json").write_text("[]")
