@@ -163,7 +163,6 @@ class Context:
                 return final
             self.say(f"{kind}: a file of the finished job {final.name} was edited, "
                      "removed or added since; playing it again")  # fmt: skip
-            shutil.rmtree(final)
 
         def finish(folder: Path) -> None:
             self.say(f"{kind}: running job {final.name}")

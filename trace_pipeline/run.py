@@ -40,9 +40,8 @@ class StageStatus:
     """One stage's line of `trace status`."""
 
     name: str
-    state: (
-        str  # done, stale (inputs changed), changed (files edited), running or missing
-    )
+    # done, stale (inputs changed), changed (files edited), running or missing
+    state: str
     wall_seconds: float | None
     jobs: int  # its finished jobs kept (a stage that is not done reuses them)
 

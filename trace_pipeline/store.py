@@ -64,8 +64,8 @@ def contents(folder: Path) -> dict[str, str]:
 
 
 def intact(job: Path) -> bool:
-    """Whether a finished job's files are as it left them: its DONE marker holds each
-    one's sha256 (an empty marker was written before jobs were sealed)."""
+    """Whether a job finished and its files are as it left them: its DONE marker holds
+    each one's sha256 (an empty marker was written before jobs were sealed)."""
     try:
         text = (job / DONE).read_text(encoding="utf-8")
         return not text or json.loads(text) == contents(job)
@@ -152,7 +152,7 @@ class RunFolder:
         inputs still match)."""
         jobs = self.root / ".jobs"
         return sum(
-            (job / DONE).is_file() and not job.name.endswith(".partial") and intact(job)
+            not job.name.endswith(".partial") and intact(job)
             for kind in kinds
             for job in jobs.glob(f"{kind}-*")
         )
