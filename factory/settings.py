@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import logging
 import math
+import os
 import re
 import signal
 import sys
@@ -27,7 +28,7 @@ from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 from pydantic_core import PydanticUndefined
 
-from factory.errors import FactoryError, printable
+from factory.errors import CONTROL, FactoryError, one_line, printable
 from factory.version import add_version
 
 Model = TypeVar("Model", bound=BaseModel)
@@ -220,6 +221,17 @@ def command_parser(
     return parser, built
 
 
+def _paths_on_one_line(message: str, arguments: argparse.Namespace) -> str:
+    """`message` with each argument that holds a newline or tab (a path, most often)
+    written escaped wherever it appears, so an error stays one line per problem."""
+    for value in vars(arguments).values():
+        for item in value if isinstance(value, list) else [value]:
+            text = os.fspath(item) if isinstance(item, (str, os.PathLike)) else ""
+            if CONTROL.search(text):
+                message = message.replace(text, one_line(text))
+    return message
+
+
 def _stop(number: int, frame: object) -> None:
     raise KeyboardInterrupt(number)
 
@@ -242,14 +254,16 @@ def dispatch(
         level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
     previous = signal.signal(signal.SIGTERM, _stop)
+    arguments = argparse.Namespace()
     try:
         arguments = parse()
         return arguments.run(arguments)
     except errors as exc:
-        print(f"{prog}: error: {printable(exc)}", file=sys.stderr)
+        message = _paths_on_one_line(str(exc), arguments)
+        print(f"{prog}: error: {printable(message)}", file=sys.stderr)
         return getattr(exc, "exit_code", 2)
     except OSError as exc:  # a path too long, a full disk, a folder we may not read
-        where = f"{printable(exc.filename)}: " if exc.filename else ""
+        where = f"{one_line(exc.filename)}: " if exc.filename else ""
         print(
             f"{prog}: error: {where}{printable(exc.strerror or exc)}", file=sys.stderr
         )

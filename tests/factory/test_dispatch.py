@@ -72,3 +72,28 @@ def test_sigterm_stops_the_command_and_the_handler_is_restored(capsys) -> None:
 def test_an_unexpected_error_is_not_hidden(capsys) -> None:
     with pytest.raises(ZeroDivisionError):
         _run(_raise(ZeroDivisionError()), capsys)
+
+
+def test_a_path_with_a_newline_stays_on_one_line(capsys) -> None:
+    out = "runs/a\nb"
+
+    def refused(_: argparse.Namespace) -> int:
+        raise FactoryError(f"--out {out}/x is not empty; pass --force\nsecond line")
+
+    code = dispatch(
+        "tool",
+        lambda: argparse.Namespace(run=refused, out=out, env=["e\tnv"]),
+        (FactoryError,),
+        "stopped",
+    )
+    # The argument is escaped wherever it appears; the message's own lines are kept.
+    assert code == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "tool: error: --out runs/a\\nb/x is not empty; pass --force",
+        "second line",
+    ]
+    oserror = FileNotFoundError(2, "No such file or directory", "a\nb")
+    assert _run(_raise(oserror), capsys) == (
+        2,
+        ["tool: error: a\\nb: No such file or directory"],
+    )
