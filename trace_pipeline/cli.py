@@ -1,6 +1,6 @@
 """The `trace` command: run the whole TRACE loop, show a run's state, fetch a model.
 
-trace run CONFIG.yaml [--out DIR] [--from STAGE]
+trace run CONFIG.yaml [--out DIR] [--from STAGE] [--set KEY=VALUE ...]
 trace status DIR
 trace settings                        (every config key: default, range and help)
 trace targets                         (the kinds of target, the phone target's knobs)
@@ -28,7 +28,7 @@ def _run(arguments: argparse.Namespace) -> int:
 
     config = Path(arguments.config)
     out = Path("runs") / config.stem if arguments.out is None else Path(arguments.out)
-    report = run(config, out, arguments.start)
+    report = run(config, out, arguments.start, arguments.set)
     print(f"report: {report / 'report.md'} and {report / 'report.html'}")
     return 0
 
@@ -85,6 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
             ("--out", {"help": "run folder (default: runs/<config name>)"}),
             ("--from", {"dest": "start", "choices": NAMES,
                         "help": "redo this stage and every one after it"}),
+            ("--set", {"action": "append", "default": [], "metavar": "KEY=VALUE",
+                       "help": "change one config value for this run (repeatable; "
+                               "e.g. precision=bf16, train.iterations=2)"}),
         )),
         "status": Command(_status, "which stages of a run are done or stale",
                           (("folder", {"help": "a run folder"}),)),

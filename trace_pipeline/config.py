@@ -8,9 +8,11 @@ sections it reads, so changing one setting redoes exactly the stages it feeds.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
+import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -363,8 +365,9 @@ def _where(error: dict[str, Any]) -> str:
     return ".".join(str(part) for part in error["loc"]) or "the top level"
 
 
-def load_config(path: Path) -> PipelineConfig:
-    """Read and check a config file; any problem is a PipelineError naming the key."""
+def read_config(path: Path, overrides: Sequence[str] = ()) -> dict[str, Any]:
+    """The config file's mapping with each `--set KEY=VALUE` of `overrides` applied
+    (KEY a dotted path such as `train.iterations`, VALUE read as YAML), unchecked."""
     if path.is_dir():
         raise PipelineError(f"config {path} is a folder; give a YAML config file")
     if not path.exists():
@@ -377,6 +380,37 @@ def load_config(path: Path) -> PipelineConfig:
         raise PipelineError(
             f"config {path} must be a mapping of sections (model, target, ...)"
         )
+    for override in overrides:
+        key, equals, text = override.partition("=")
+        *sections, name = key.split(".")
+        if not equals or not all([*sections, name]):
+            raise PipelineError(
+                f"--set {override}: write KEY=VALUE, KEY a dotted config key "
+                "(e.g. --set precision=bf16, --set train.iterations=2)"
+            )
+        mapping = data
+        for part, section in enumerate(sections, 1):
+            if mapping.get(section) is None:  # absent, or `train:` left empty
+                mapping[section] = {}
+            mapping = mapping[section]
+            if not isinstance(mapping, dict):
+                raise PipelineError(
+                    f"--set {override}: {'.'.join(sections[:part])} is not a "
+                    "section; see `trace settings` for the keys"
+                )
+        try:
+            mapping[name] = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise PipelineError(
+                f"--set {override}: the value is not YAML ({str(exc).splitlines()[0]})"
+            ) from None
+    return data
+
+
+def load_config(path: Path, overrides: Sequence[str] = ()) -> PipelineConfig:
+    """Read and check a config file (with `--set` overrides); any problem is a
+    PipelineError naming the key."""
+    data = read_config(path, overrides)
     try:
         return PipelineConfig.model_validate(data)
     except ValidationError as exc:

@@ -11,13 +11,17 @@ fix is what --from is for), then redoes them.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from factory.errors import one_line
 from factory.outputs import write_text
 from factory.version import project_version
-from trace_pipeline.config import PipelineConfig, load_config
+from trace_pipeline.config import PipelineConfig, load_config, read_config
 from trace_pipeline.context import Context
 from trace_pipeline.errors import PipelineError
 from trace_pipeline.stages import NAMES, STAGES, Stage
@@ -115,22 +119,39 @@ def preflight(config: PipelineConfig) -> None:
         raise PipelineError(str(exc)) from None
 
 
-def run(config_file: Path, out: Path, start: str | None = None) -> Path:
-    """Run every stage that is not already done; return the report folder."""
+def run(
+    config_file: Path,
+    out: Path,
+    start: str | None = None,
+    overrides: Sequence[str] = (),
+) -> Path:
+    """Run every stage that is not already done; return the report folder.
+    `overrides` (`--set KEY=VALUE`) change the config file's values for this run."""
     if start is not None and start not in NAMES:
         raise PipelineError(
             f"--from {start}: not a stage; choose one of {', '.join(NAMES)}"
         )
-    config = load_config(config_file)
+    config = load_config(config_file, overrides)
     preflight(config)
     folder = RunFolder(out)
     folder.open(config_file)
     with folder.lock():
         saved = out / "config.yaml"
-        raw = config_file.read_bytes()
-        if saved.is_symlink() or not saved.is_file() or saved.read_bytes() != raw:
-            write_text(saved, raw.decode("utf-8"))  # replaces a link, never its target
-        context = Context(config, folder, config_file)
+        # The run folder keeps the config it ran: `trace status`, job workers and a
+        # rerun read it. With overrides, that is the file's mapping with them applied.
+        text = config_file.read_bytes().decode("utf-8")
+        if overrides:
+            said = " --set ".join(overrides)  # one comment line, whatever they hold
+            text = f"# {one_line(config_file)} with --set {one_line(said)}\n" + (
+                yaml.safe_dump(read_config(config_file, overrides), sort_keys=False)
+            )
+        if (
+            saved.is_symlink()
+            or not saved.is_file()
+            or saved.read_bytes() != text.encode()
+        ):
+            write_text(saved, text)  # replaces a link, never its target
+        context = Context(config, folder, saved if overrides else config_file)
         if start is not None:  # forgotten first: a run killed half-way redoes them too
             for stage in STAGES[NAMES.index(start) :]:
                 folder.forget(stage.name, stage.jobs)

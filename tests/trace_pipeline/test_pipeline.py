@@ -162,6 +162,57 @@ def test_a_changed_setting_makes_its_stages_stale(
     assert rows["collect"] == "done" and rows["train"] == "stale"
 
 
+def test_set_changes_a_value_for_one_run_and_the_run_keeps_what_it_ran(
+    finished: Path,
+) -> None:
+    """`--set` with the file's own value reruns nothing: the run folder's config.yaml
+    (what status, job workers and reruns read) holds the file's mapping with the
+    override applied, and gives the same stage keys as the file."""
+    same = _trace(
+        "run", str(TINY), "--out", str(finished), "--set", "train.cold_start=2"
+    )
+    try:
+        assert same.returncode == 0, same.stderr[-2000:]
+        assert same.stderr.count("done, skipped") == len(NAMES)
+        saved = (finished / "config.yaml").read_text()
+        assert saved.startswith(f"# {TINY} with --set train.cold_start=2\n")
+        status = _trace("status", str(finished))
+        assert status.stdout.count(" done") == len(NAMES), status.stdout
+    finally:
+        again = _trace("run", str(TINY), "--out", str(finished))
+    assert again.stderr.count("done, skipped") == len(NAMES)
+    assert (finished / "config.yaml").read_text() == TINY.read_text()
+
+
+def test_set_values_are_yaml_and_bad_ones_exit_2_naming_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    from trace_pipeline.config import load_config
+
+    config = load_config(
+        TINY, ["precision=bf16", "train.cold_start=3", "route.example_tokens=200"]
+    )
+    assert config.precision == "bf16" and config.train.cold_start == 3
+    assert config.route.example_tokens == 200 and load_config(TINY).precision == "fp32"
+    empty = tmp_path / "empty_section.yaml"
+    empty.write_text("model: tiny\ntrain:\n")
+    assert load_config(empty, ["train.iterations=2"]).train.iterations == 2
+    out = str(tmp_path / "out")
+    for bad, named in [
+        ("precision", "write KEY=VALUE"),
+        ("=bf16", "write KEY=VALUE"),
+        ("train..iterations=2", "write KEY=VALUE"),
+        ("model.name=x", "model is not a section"),
+        ("train.cold_start=[", "the value is not YAML"),
+        ("train.nosuch=1", "train.nosuch"),
+        ("precision=fp64", "precision"),
+    ]:
+        assert main(["run", str(TINY), "--out", out, "--set", bad]) == 2, bad
+        error = capsys.readouterr().err
+        assert named in error and "Traceback" not in error, (bad, error)
+    assert not Path(out).exists()
+
+
 def test_kill_9_in_a_stage_then_a_rerun_finishes(tmp_path: Path) -> None:
     out = tmp_path / "run"
     process = subprocess.Popen(
