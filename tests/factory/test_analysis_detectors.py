@@ -89,10 +89,11 @@ def test_a_holiday_without_its_year_is_a_relative_date() -> None:
 
 
 def test_the_date_time_package_is_fitted_to_the_failures() -> None:
-    """The phone package's knobs follow the failed runs: the kinds of relative date
-    they used (holidays are the fourth kind) and how far ahead; its share of
-    messages follows every run, so a package fitted to failed reminders alone
-    still asks for messages as the target does."""
+    """The phone package's knobs cover the failed runs: the kinds of relative date
+    they used (holidays are the fourth kind) and how far ahead, never narrower than
+    the package's defaults (3 kinds, 10 days); its share of messages follows every
+    run, so a package fitted to failed reminders alone still asks for messages as
+    the target does."""
     fit = archetypes()["date_time_recovery"].fit
 
     def run(request: str, tool: str) -> Trajectory:
@@ -110,18 +111,19 @@ def test_the_date_time_package_is_fitted_to_the_failures() -> None:
     assert fit("phone", runs, runs) == {
         "share_messages": 25,
         "expression_kinds": 4,
-        "horizon_days": 9,
+        "horizon_days": 10,
     }
     asked = [*runs, run("Text Bo: see you at noon", "send_message_with_phone_number")]
     assert fit("phone", runs[:1], asked) == {
         "share_messages": 40,  # 2 of the 5 requests, though the one failure reminded
-        "expression_kinds": 1,
-        "horizon_days": 9,
+        "expression_kinds": 3,  # one kind seen, the defaults' three kept
+        "horizon_days": 10,
     }
-    assert fit("phone", runs[:1], []) == {
+    far = run("Add a reminder for 21 days from today at 9:00.", "add_reminder")
+    assert fit("phone", [far], []) == {
         "share_messages": 0,
-        "expression_kinds": 1,
-        "horizon_days": 9,
+        "expression_kinds": 3,
+        "horizon_days": 21,  # wider than the default where a failure went further
     }
     assert fit("airline", runs, runs) == {} and fit("phone", [], runs) == {}
     # the spec factory generate builds from accepts them

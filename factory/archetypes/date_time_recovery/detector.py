@@ -78,22 +78,30 @@ def _texts(run: Trajectory) -> bool:
 def fit(
     kit: str, failed: Sequence[Trajectory], runs: Sequence[Trajectory]
 ) -> dict[str, int]:
-    """Knob values that make the kit's generated tasks look like the failed ones:
-    every kind of relative expression they used and as far ahead as they went.
-    The share of messages follows every run instead (what the agent is asked for):
-    fitted to failures that were all reminders, the package held no message, and its
-    adapter answered every held-out message request with a reminder (13 of 13)."""
+    """Knob values that make the kit's generated tasks cover the failed ones: every
+    kind of relative expression they used and as far ahead as they went, never
+    narrower than the package's defaults (a few failures show only part of what
+    the agent will be asked: fitted to five, to `expression_kinds 2, horizon_days
+    4`, the 1.5B demo's adapter shifted a holiday by 4 days and solved 3/20, where
+    the defaults' package gave 11/20). The share of messages follows every run
+    (what the agent is asked for): fitted to failures that were all reminders, the
+    package held no message, and its adapter answered every held-out message
+    request with a reminder (13 of 13)."""
     if kit != "phone" or not failed:
         return {}
+    from .phone import KNOBS
+
+    default = {knob.name: knob.default for knob in KNOBS}
     texts = [t.user_text() for t in failed]
     used = [
         i for i, (_, kind) in enumerate(KINDS) if any(kind.search(t) for t in texts)
     ]
     days = [int(n) for t in texts for n in DAYS.findall(t)]
     asked = runs or failed
-    fitted = {"share_messages": round(100 * sum(map(_texts, asked)) / len(asked))}
-    if used:  # the task module draws the first `expression_kinds` kinds
-        fitted["expression_kinds"] = max(used) + 1
-    if days:
-        fitted["horizon_days"] = min(30, max(2, *days))
-    return fitted
+    # the task module draws the first `expression_kinds` kinds
+    kinds = max([default["expression_kinds"], *(i + 1 for i in used)])
+    return {
+        "share_messages": round(100 * sum(map(_texts, asked)) / len(asked)),
+        "expression_kinds": kinds,
+        "horizon_days": min(30, max(default["horizon_days"], *days)),
+    }
