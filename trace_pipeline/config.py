@@ -27,7 +27,7 @@ from factory.analyze.settings import AnalysisSettings
 from router.settings import RoutingSettings
 from trace_pipeline.errors import PipelineError
 from trainer.config import TrainConfig
-from trainer.errors import TrainerError
+from trainer.errors import TrainerError, first_line
 from trainer.options import read_yaml
 from trainer.settings import Backend, ToolFormat
 
@@ -400,9 +400,9 @@ def read_config(path: Path, overrides: Sequence[str] = ()) -> dict[str, Any]:
                 )
         try:
             mapping[name] = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
+        except Exception as exc:  # noqa: BLE001 - YAMLError, or RecursionError when deep
             raise PipelineError(
-                f"--set {override}: the value is not YAML ({str(exc).splitlines()[0]})"
+                f"--set {override[:200]}: the value is not YAML ({first_line(exc, 200)})"
             ) from None
     return data
 

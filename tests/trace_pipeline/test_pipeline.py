@@ -204,6 +204,7 @@ def test_set_values_are_yaml_and_bad_ones_exit_2_naming_them(
         ("train..iterations=2", "write KEY=VALUE"),
         ("model.name=x", "model is not a section"),
         ("train.cold_start=[", "the value is not YAML"),
+        ("train.cold_start=" + "[" * 5000, "the value is not YAML"),
         ("train.nosuch=1", "train.nosuch"),
         ("precision=fp64", "precision"),
     ]:
