@@ -19,12 +19,11 @@ from pathlib import Path
 
 from trace_pipeline.config import load_config
 from trace_pipeline.context import Context
+from trace_pipeline.stages.collect import play_base
 from trace_pipeline.store import RunFolder
 from trainer.config import EVAL_SEED_BASE
 from trainer.evaluation import mcnemar, rate
-from trainer.generation import TransformersGenerator
-from trainer.models import load_base, mixed_precision
-from trainer.rollout import collect
+from trainer.models import load_base
 
 
 def play(context: Context, precision: str, seeds: list[int]) -> tuple[float, list]:
@@ -35,17 +34,7 @@ def play(context: Context, precision: str, seeds: list[int]) -> tuple[float, lis
         precision=precision,
     )
     start = time.perf_counter()
-    with mixed_precision(precision, model):
-        groups = collect(
-            context.target(),
-            TransformersGenerator(model, tokenizer, batch_size=len(seeds)),
-            tokenizer,
-            seeds,
-            1,
-            context.limits(),
-            context.config.rollout.tool_format,
-            precision,
-        )
+    groups = play_base(context, model, tokenizer, seeds, precision, precision)
     return time.perf_counter() - start, [group[0] for group in groups]
 
 

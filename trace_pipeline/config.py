@@ -410,7 +410,11 @@ def read_config(path: Path, overrides: Sequence[str] = ()) -> dict[str, Any]:
 def load_config(path: Path, overrides: Sequence[str] = ()) -> PipelineConfig:
     """Read and check a config file (with `--set` overrides); any problem is a
     PipelineError naming the key."""
-    data = read_config(path, overrides)
+    return check_config(read_config(path, overrides), path)
+
+
+def check_config(data: dict[str, Any], path: Path) -> PipelineConfig:
+    """The config `read_config` gave for `path`, checked: a PipelineError names the key."""
     try:
         return PipelineConfig.model_validate(data)
     except ValidationError as exc:

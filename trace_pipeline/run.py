@@ -21,7 +21,12 @@ import yaml
 from factory.errors import one_line
 from factory.outputs import write_text
 from factory.version import project_version
-from trace_pipeline.config import PipelineConfig, load_config, read_config
+from trace_pipeline.config import (
+    PipelineConfig,
+    check_config,
+    load_config,
+    read_config,
+)
 from trace_pipeline.context import Context
 from trace_pipeline.errors import PipelineError
 from trace_pipeline.stages import NAMES, STAGES, Stage
@@ -131,7 +136,8 @@ def run(
         raise PipelineError(
             f"--from {start}: not a stage; choose one of {', '.join(NAMES)}"
         )
-    config = load_config(config_file, overrides)
+    data = read_config(config_file, overrides)
+    config = check_config(data, config_file)
     preflight(config)
     folder = RunFolder(out)
     folder.open(config_file)
@@ -143,7 +149,7 @@ def run(
         if overrides:
             said = " --set ".join(overrides)  # one comment line, whatever they hold
             text = f"# {one_line(config_file)} with --set {one_line(said)}\n" + (
-                yaml.safe_dump(read_config(config_file, overrides), sort_keys=False)
+                yaml.safe_dump(data, sort_keys=False)
             )
         if (
             saved.is_symlink()

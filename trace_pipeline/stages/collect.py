@@ -84,16 +84,22 @@ def rates(records: list[dict[str, Any]]) -> dict[str, Any]:
     return {name: rate(v) for name, v in groups.items()}
 
 
-def shard_job(context: Context, folder: Path, seeds: list[int]) -> None:
-    """The base agent on `seeds`, as trajectory records in `folder/records.jsonl`
-    (a job: see `trace_pipeline.executors`)."""
+def play_base(
+    context: Context,
+    model: Any,
+    tokenizer: Any,
+    seeds: list[int],
+    precision: str,
+    progress: str = "collect",
+) -> list[Any]:
+    """One episode of `model` per seed on the target under the run's rollout limits,
+    in one batch at `precision` (collect's shards; `benchmarks/bf16_episodes.py`)."""
     from trainer.generation import TransformersGenerator
     from trainer.models import mixed_precision
     from trainer.rollout import collect
 
-    model, tokenizer = context.base()
-    with mixed_precision(context.config.precision, model):
-        groups = collect(
+    with mixed_precision(precision, model):
+        return collect(
             context.target(),
             TransformersGenerator(model, tokenizer, batch_size=len(seeds)),
             tokenizer,
@@ -101,8 +107,15 @@ def shard_job(context: Context, folder: Path, seeds: list[int]) -> None:
             1,
             context.limits(),
             context.config.rollout.tool_format,
-            "collect",
+            progress,
         )
+
+
+def shard_job(context: Context, folder: Path, seeds: list[int]) -> None:
+    """The base agent on `seeds`, as trajectory records in `folder/records.jsonl`
+    (a job: see `trace_pipeline.executors`)."""
+    model, tokenizer = context.base()
+    groups = play_base(context, model, tokenizer, seeds, context.config.precision)
     # A job kept with no records would be reused by the rerun after the fix.
     if not any(group[0].messages for group in groups):
         raise PipelineError(
