@@ -282,8 +282,21 @@ def add_rerouting(
     return name
 
 
+def success_by_need(
+    per_task: Sequence[dict[str, Any]],
+) -> dict[str, dict[str, tuple[int, int]]]:
+    """Each condition's (successes, tasks) per true label of the task: where a
+    condition's wins and losses lie, which the overall rate hides."""
+    counts: dict[str, dict[str, tuple[int, int]]] = {}
+    for task in per_task:
+        for name, won in task["success"].items():
+            wins, total = counts.setdefault(name, {}).get(task["truth"], (0, 0))
+            counts[name][task["truth"]] = (wins + bool(won), total + 1)
+    return counts
+
+
 def markdown(report: dict[str, Any]) -> str:
-    """The report as Markdown tables (routing accuracy, success, paired tests)."""
+    """The report as Markdown tables (routing accuracy, success overall and by need, paired tests)."""
 
     def interval(row: dict[str, Any]) -> str:
         if not row["n"]:
@@ -319,6 +332,24 @@ def markdown(report: dict[str, Any]) -> str:
     ]
     for name, row in report["success"].items():
         lines.append(f"| {name} | {interval(row)} | {row['reward_mean']:.3f} |")
+    by_need = success_by_need(report["per_task"])
+    sizes = {
+        n: sum(t["truth"] == n for t in report["per_task"])
+        for n in report["labels"].values()
+    }
+    needs = [n for n, size in sizes.items() if size]
+    lines += [
+        "",
+        "## Task success by the task's true need",
+        "",
+        "| condition | "
+        + " | ".join(f"{n} ({sizes[n]} task{'s' * (sizes[n] > 1)})" for n in needs)
+        + " |",
+        "|---|" + "---|" * len(needs),
+    ]
+    for name, row in by_need.items():
+        cells = [f"{row[n][0]}/{row[n][1]}" for n in needs]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
     lines += [
         "",
         "## Paired comparisons (same tasks, exact McNemar)",

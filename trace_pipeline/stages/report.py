@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from router.evaluate import success_by_need
 from trace_pipeline.context import Context
 
 
@@ -218,6 +219,7 @@ def by_need(report: dict[str, Any]) -> Section:
     """Each condition's successes among the held-out tasks of each true need."""
     rows = report["per_task"]
     needs = sorted({r["truth"] for r in rows})
+    counts = success_by_need(rows)
     text = []
     if "rerouting" in report:
         r = report["rerouting"]
@@ -233,12 +235,7 @@ def by_need(report: dict[str, Any]) -> Section:
         text,
         ["condition", *needs],
         [
-            [name]
-            + [
-                f"{sum(r['success'][name] for r in rows if r['truth'] == need)}/"
-                f"{sum(r['truth'] == need for r in rows)}"
-                for need in needs
-            ]
+            [name] + ["{}/{}".format(*counts[name][need]) for need in needs]
             for name in report["success"]
         ],
     )

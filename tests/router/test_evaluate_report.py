@@ -1,0 +1,43 @@
+"""The evaluation report's tables: success by each task's true need, from the per-task outcomes."""
+
+from __future__ import annotations
+
+from router.evaluate import markdown, success_by_need
+from trainer.evaluation import rate
+
+PER_TASK = [
+    {"truth": "base", "success": {"base model": True, "single: dates": False}},
+    {"truth": "base", "success": {"base model": False, "single: dates": False}},
+    {"truth": "dates", "success": {"base model": False, "single: dates": True}},
+]
+
+
+def test_success_by_need_counts_each_conditions_wins_among_each_needs_tasks() -> None:
+    assert success_by_need(PER_TASK) == {
+        "base model": {"base": (1, 2), "dates": (0, 1)},
+        "single: dates": {"base": (0, 2), "dates": (1, 1)},
+    }
+
+
+def test_the_markdown_report_shows_success_by_need_with_each_needs_task_count() -> None:
+    outcomes = {
+        name: rate([t["success"][name] for t in PER_TASK]) | {"reward_mean": 0.0}
+        for name in ("base model", "single: dates")
+    }
+    report = {
+        "tasks": 3,
+        "environments": ["Phone-v0"],
+        "seeds": [7, 8, 9],
+        "labels": {"A": "dates", "B": "unused", "C": "base"},
+        "routing": {},
+        "success": outcomes,
+        "paired": {},
+        "per_task": PER_TASK,
+        "seconds_per_route": 0.01,
+    }
+    text = markdown(report)
+    section = text[text.index("## Task success by the task's true need") :]
+    assert "| condition | dates (1 task) | base (2 tasks) |" in section
+    assert "| base model | 0/1 | 1/2 |" in section
+    assert "| single: dates | 1/1 | 0/2 |" in section
+    assert "unused" not in section  # a label no task has gets no column
