@@ -51,7 +51,11 @@ def load(
     bank, tokenizer = AdapterBank.load(settings.adapters, settings.model, precision)
     capabilities = bank.capabilities
     prompt = RoutingPrompt(
-        capabilities, tokenizer, settings.example_tokens, settings.task_tokens
+        capabilities,
+        tokenizer,
+        settings.example_tokens,
+        settings.task_tokens,
+        settings.prompt_format,
     )
     scorer = LabelScorer(bank.model, prompt)
     scorer.calibrate(settings.calibration, requests)
@@ -182,7 +186,11 @@ def vllm_prompt(settings: RouterSettings) -> tuple[CapabilitySet, Any, Any]:
     if capabilities.chat_template:
         apply_chat_template(tokenizer, capabilities.chat_template)
     prompt = RoutingPrompt(
-        capabilities, tokenizer, settings.example_tokens, settings.task_tokens
+        capabilities,
+        tokenizer,
+        settings.example_tokens,
+        settings.task_tokens,
+        settings.prompt_format,
     )
     return capabilities, tokenizer, prompt
 

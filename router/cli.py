@@ -113,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
             ("--regularisation", {"type": number(float, Interval(gt=0)), "default": 1.0,
                                   "help": "inverse L2 strength C"}),
             ("--force", {"action": "store_true", "help": "replace an existing probe"}),
-        ), (_routing("example_tokens", "task_tokens", *envs),)),
+        ), (_routing("example_tokens", "task_tokens", "prompt_format", *envs),)),
         "eval": Command(_eval, "routing accuracy and task success on evaluation seeds", (
             OLD_CALIBRATE,
             ("--out", {"required": True,

@@ -7,6 +7,11 @@ system message, shared by every task of an environment, cached as well) and its
 request (the first user message) with the answer cue. A label is
 usable only if, right after the cue, it is exactly one token of the model's
 vocabulary; others from the pool are tried until every candidate has one.
+
+In the `chat` format the same text goes through the model's chat template, as
+an instruct model is asked things: the static part is the system message, the
+task part the user message, and the cue ends with the template's start of the
+assistant's turn, so the label is the first token of its answer.
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ from router.capabilities import CapabilitySet
 from router.errors import RouterError
 
 POOL = string.ascii_uppercase + string.digits
+# Stand-ins for the two messages, where the chat template is split around them.
+SYSTEM_MARK, USER_MARK = "\x00system\x00", "\x00user\x00"
 BASE = "base"  # the target of the base label: no adapter
 # Token budgets: each example trajectory, and a task's first observation.
 EXAMPLE_TOKENS = 800
@@ -46,6 +53,32 @@ def _environment() -> jinja2.Environment:
         keep_trailing_newline=True,
         autoescape=False,
     )
+
+
+def chat_frame(tokenizer: Any) -> tuple[str, str, str]:
+    """The chat template's text before the system message, between it and the user
+    message, and after the user message (the start of the assistant's turn)."""
+    if not getattr(tokenizer, "chat_template", None):
+        raise RouterError(
+            "--prompt-format chat needs the model's chat template, and this tokenizer "
+            "has none; use --prompt-format text"
+        )
+    text = tokenizer.apply_chat_template(
+        [
+            {"role": "system", "content": SYSTEM_MARK},
+            {"role": "user", "content": USER_MARK},
+        ],
+        add_generation_prompt=True,
+        tokenize=False,
+    )
+    head, system, rest = text.partition(SYSTEM_MARK)
+    between, user, tail = rest.partition(USER_MARK)
+    if not (system and user) or SYSTEM_MARK in rest or USER_MARK in tail:
+        raise RouterError(
+            "the model's chat template does not show a system message then a user "
+            "message once each; use --prompt-format text"
+        )
+    return head, between, tail
 
 
 def _content(message: dict[str, Any]) -> str:
@@ -80,12 +113,19 @@ class RoutingPrompt:
         tokenizer: Any,
         example_tokens: int = EXAMPLE_TOKENS,
         task_tokens: int = TASK_TOKENS,
+        prompt_format: str = "text",
     ) -> None:
         if example_tokens < 0 or task_tokens < 16:
             raise RouterError("--example-tokens must be >= 0 and --task-tokens >= 16")
         self.tokenizer = tokenizer
         self.task_tokens = task_tokens
         self.module = _environment().get_template("prompt.j2").module
+        # The text around the static part and after the request: the chat template's
+        # turns, or nothing (the template carries any start token, so none is added).
+        self.head, self.between, self.tail = (
+            chat_frame(tokenizer) if prompt_format == "chat" else ("", "", "")
+        )
+        self.special_tokens = prompt_format != "chat"
         self.labels = self._choose_labels([c.name for c in capabilities.capabilities])
         candidates = [
             {
@@ -99,8 +139,14 @@ class RoutingPrompt:
                 self.labels, capabilities.capabilities, strict=False
             )
         ]
-        self.static = str(self.module.static(candidates, self.labels[-1].text))
-        self.prefix_ids = tokenizer(self.static, add_special_tokens=True)["input_ids"]
+        self.static = (
+            self.head
+            + str(self.module.static(candidates, self.labels[-1].text))
+            + self.between
+        )
+        self.prefix_ids = tokenizer(
+            self.static, add_special_tokens=self.special_tokens
+        )["input_ids"]
 
     @property
     def choices(self) -> str:
@@ -125,7 +171,7 @@ class RoutingPrompt:
 
     def _choose_labels(self, names: list[str]) -> list[Label]:
         """One single-token label per capability, then the base label."""
-        cue = str(self.module.request("y", "A, B"))
+        cue = str(self.module.request("y", "A, B")) + self.tail
         before = self._encode(cue)
         labels: list[Label] = []
         pool = iter(POOL)
@@ -143,7 +189,9 @@ class RoutingPrompt:
         return labels
 
     def _single_token(self, cue: str, before: list[int], text: str) -> int | None:
-        for form in (" " + text, text):
+        # After a colon a label reads " A"; at the start of a turn (a newline), "A".
+        forms = (text, " " + text) if cue[-1:].isspace() else (" " + text, text)
+        for form in forms:
             ids = self._encode(cue + form)
             if len(ids) == len(before) + 1 and ids[:-1] == before:
                 return ids[-1]
@@ -174,8 +222,8 @@ class RoutingPrompt:
         user = next((_content(m) for m in messages if m.get("role") == "user"), "")
         user = self._clip(user, self.task_tokens // 2)
         system = self._clip(system, self.task_tokens - len(self._encode(user)))
-        return str(self.module.policy(system)), str(
-            self.module.request(user, self.choices)
+        return str(self.module.policy(system)), (
+            str(self.module.request(user, self.choices)) + self.tail
         )
 
     def task_text(self, messages: list[dict[str, Any]]) -> str:

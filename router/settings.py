@@ -44,6 +44,12 @@ class RoutingSettings(BaseModel):
         ge=16,
         le=100_000,
     )
+    prompt_format: Literal["text", "chat"] = setting(
+        "text",
+        "how the routing prompt reaches the base model: as plain text, or through its "
+        "chat template (instructions as the system message, the task as the user's, "
+        "the label as the first token of the answer)",
+    )
 
 
 class RouterSettings(RoutingSettings):

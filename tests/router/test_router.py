@@ -54,6 +54,51 @@ def test_labels_are_single_tokens_in_context(tiny_model_dir, adapters) -> None:
     assert "Specialist A" in prompt.static and "date_time_recovery" in prompt.static
 
 
+def test_the_chat_format_asks_through_the_models_chat_template(
+    tiny_model_dir, adapters
+) -> None:
+    """Instructions as the system message, the task as the user's, and each label a
+    single token at the start of the assistant's turn; scores cache as in text."""
+    capabilities, bank, tokenizer, text = _loaded(tiny_model_dir, adapters)
+    chat = RoutingPrompt(capabilities, tokenizer, 60, 120, prompt_format="chat")
+    messages = first_observation(resolve_env(ENVS["date_time_recovery"]), 2**30)
+    whole = chat.static + chat.task_text(messages)
+    assert whole.startswith("<|im_start|>system\nYou are the dispatcher")
+    assert whole.count("<|im_end|>\n<|im_start|>user\nTask policy:") == 1
+    assert whole.endswith("):<|im_end|>\n<|im_start|>assistant\n")
+    before = tokenizer(whole, add_special_tokens=False)["input_ids"]
+    for label in chat.labels:
+        ids = tokenizer(whole + label.text, add_special_tokens=False)["input_ids"]
+        assert ids[:-1] == before and ids[-1] == label.token_id
+    assert chat.prefix_ids + chat.task_ids(messages) == before
+    assert (
+        chat.fingerprint() != text.fingerprint()
+    )  # a probe fitted on one is not the other's
+    cached = LabelScorer(bank.model, chat).score(messages)
+    uncached = LabelScorer(bank.model, chat, cached=False).score(messages)
+    torch.testing.assert_close(cached.logprobs, uncached.logprobs, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "template, message",
+    [
+        (None, "has none; use --prompt-format text"),
+        ("{% for m in messages %}{% if m.role == 'user' %}{{ m.content }}{% endif %}"
+         "{% endfor %}", "system message then a user message once each"),
+    ],
+)  # fmt: skip
+def test_the_chat_format_needs_a_template_that_shows_both_messages(
+    tiny_model_dir, adapters, template, message
+) -> None:
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    tokenizer.chat_template = template
+    capabilities = load_capabilities(adapters, str(tiny_model_dir))
+    with pytest.raises(RouterError, match=message):
+        RoutingPrompt(capabilities, tokenizer, prompt_format="chat")
+
+
 def test_cached_and_uncached_scores_agree(tiny_model_dir, adapters) -> None:
     _, bank, _, prompt = _loaded(tiny_model_dir, adapters)
     cached, uncached = (
