@@ -254,6 +254,14 @@ class Route(RoutingSettings):
         le=100_000,
         description="examples per label to fit the probe (0: no probe)",
     )
+    probe_data: Literal["analysis", "packages"] = Field(
+        "packages",
+        description="what the probe is fitted on: the target's analysis split, labelled "
+        "by the analysis (a success: base; a failure: the capability it lacked), or "
+        "each capability package's tasks beside the target's solved ones (their "
+        "wording differs from the target's, so the probe can learn which generator "
+        "wrote a request instead of what it needs)",
+    )
     reroute_from: Literal["argmax", "base"] = Field(
         "argmax",
         description="where the re-routing condition starts before its first refused "

@@ -80,7 +80,12 @@ STAGES = (
         baselines.run,
         jobs=("mixture",),
     ),
-    Stage("route", (*MODEL, "route"), ("collect", "generate", "train"), route.run),
+    Stage(
+        "route",
+        (*MODEL, "route"),
+        ("collect", "analyze", "generate", "train"),
+        route.run,
+    ),
     Stage(
         "evaluate",
         (*MODEL, "target.heldout_episodes", "rollout", "route"),

@@ -1,9 +1,11 @@
 """route: the adapters folder the router serves, and (optionally) its fitted probe.
 
 The router's labels come from each adapter's `trace.json` (name, description,
-one successful trajectory). The probe is fitted on tasks of the capability
-environments (label: that capability) and on analysis-split target tasks the
-base agent solved (label: base); the target's true needs are never used.
+one successful trajectory). The probe is fitted (`route.probe_data`) on the
+target's analysis split as the analysis labelled it (`analysis`), or on tasks of
+the capability packages (label: that capability) and analysis-split target tasks
+the base agent solved (label: base) (`packages`); the target's true needs are
+never used.
 """
 
 from __future__ import annotations
@@ -65,45 +67,102 @@ def analysis_requests(context: Context) -> list[list[dict[str, Any]]]:
     return openings
 
 
-def _fit_probe(context: Context, folder: Path) -> dict[str, Any]:
-    import numpy as np
+def analysis_examples(
+    context: Context, targets: list[str], count: int
+) -> list[tuple[list[dict[str, Any]], str]]:
+    """(opening messages, label) of up to `count` analysis-split runs per label, labelled
+    by the analysis, never by the target's truth: a success is the base model's, a
+    failure the first routed capability the analysis found LACKING in it; a failure
+    with none is left out (no adapter is known to mend it). All share the target's
+    one request surface, so the probe learns what in a request shows a need."""
+    from router.prompt import BASE
 
-    from router.probe import fit_probe, save_probe
+    folder = context.folder.stage("analyze") / "analysis"
+    runs = read_output(folder / "trajectories.jsonl")
+    labels = read_output(folder / "labels.jsonl")
+    examples: list[tuple[list[dict[str, Any]], str]] = []
+    for run, row in zip(runs, labels, strict=False):
+        try:
+            lacking = {n for n, j in row["labels"].items() if j["label"] == "LACKING"}
+            label = (
+                BASE
+                if row["success"]
+                else next((t for t in targets if t in lacking), None)
+            )
+            messages = list(run["messages"])
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise PipelineError(
+                f"{folder} holds a run the probe cannot read ({exc!r}); remove "
+                f"{folder.parent} and rerun to have it made again"
+            ) from None
+        user = next(
+            (i for i, m in enumerate(messages) if m.get("role") == "user"), None
+        )
+        if label is None or user is None:
+            continue
+        if sum(label == seen for _, seen in examples) < count:
+            examples.append((messages[: user + 1], label))
+    return examples
+
+
+def package_examples(
+    context: Context, loaded: Loaded, count: int
+) -> list[tuple[list[dict[str, Any]], str]]:
+    """(first observation, label) of `count` training seeds of each capability's
+    package (label: that capability) and of analysis-split target tasks the base
+    agent solved (label: base)."""
     from router.prompt import BASE
     from router.routed import first_observation
     from trainer.envs import resolve_env
 
-    count = context.config.route.probe_examples
-    loaded = load_router(context, folder)
-    bank, router = loaded.bank, loaded.router
-    examples: list[tuple[Any, int, str]] = []
     envs = generated_envs(context)
-    for capability in bank.capabilities.capabilities:
+    examples = []
+    for capability in loaded.bank.capabilities.capabilities:
         handle = resolve_env(envs[capability.name])
-        examples += [(handle, seed, capability.name) for seed in range(count)]
+        examples += [
+            (first_observation(handle, seed), capability.name) for seed in range(count)
+        ]
     solved = [seed for _, success, seed in collected(context) if success][:count]
-    examples += [(context.target(), seed, BASE) for seed in solved]
-    if not solved:
+    target = context.target()
+    return examples + [(first_observation(target, seed), BASE) for seed in solved]
+
+
+def _fit_probe(context: Context, folder: Path) -> dict[str, Any]:
+    import numpy as np
+
+    from router.probe import fit_probe, save_probe
+
+    route = context.config.route
+    loaded = load_router(context, folder)
+    prompt = loaded.router.scorer.prompt
+    if route.probe_data == "analysis":
+        examples = analysis_examples(context, prompt.targets, route.probe_examples)
+    else:
+        examples = package_examples(context, loaded, route.probe_examples)
+    missing = sorted(set(prompt.targets) - {label for _, label in examples})
+    if missing:
         return {
-            "probe": "not fitted: the base agent solved no analysis task to label base"
+            "probe": f"not fitted: no {route.probe_data} example is labelled "
+            f"{', '.join(missing)}"
         }
     features = np.stack(
-        [
-            router.scorer.score(first_observation(handle, seed)).features.numpy()
-            for handle, seed, _ in examples
-        ]
+        [loaded.router.scorer.score(m).features.numpy() for m, _ in examples]
     ).astype(np.float64)
-    prompt = router.scorer.prompt
     probe = fit_probe(
         features,
-        [label for *_, label in examples],
+        [label for _, label in examples],
         prompt.targets,
         prompt.fingerprint(),
-        bank.capabilities.base_model,
+        loaded.bank.capabilities.base_model,
     )
     save_probe(probe, folder, force=True)
+    counts = {t: sum(label == t for _, label in examples) for t in prompt.targets}
     return {
-        "probe": {"examples": len(examples), "train_accuracy": probe.train_accuracy}
+        "probe": {
+            "data": route.probe_data,
+            "examples": counts,
+            "train_accuracy": probe.train_accuracy,
+        }
     }
 
 
