@@ -152,10 +152,13 @@ def main() -> None:
     asked = observations(context, names, report)
     singles, best = outcomes(report)
     count = config.route.probe_examples or 8
+    reachable = sum(any(won) for won in zip(*singles.values(), strict=True))
     print(
         f"Held-out success under each single configuration: "
-        f"{ {k: sum(v) for k, v in singles.items()} }; best single: {best}. Task success "
-        f"below is first-turn argmax routing (paired: won only by the variant vs only by {best})."
+        f"{ {k: sum(v) for k, v in singles.items()} }; best single: {best}; solved by at "
+        f"least one (the most a first-turn route among them can reach): {reachable}/"
+        f"{len(report['per_task'])}. Task success below is first-turn argmax routing "
+        f"(paired: won only by the variant vs only by {best})."
     )
     print()
     print(
