@@ -12,7 +12,8 @@ Variants:
   (`route.prompt_format`), its label log-probs minus each calibration (none; a
   content-free task's, Zhao et al. 2021; the mean over the analysis split's
   requests, Zhou et al. 2024). Also scored on the analysis split's first
-  observations and, for re-routing, on the request with the base model's first
+  observations, on `--more` evaluation seeds after the held-out ones (accuracy
+  only, for a tighter interval) and, for re-routing, on the request with the base model's first
   refused tool call appended;
 - the probe (`route.probe_data`): fitted on the capability packages' tasks beside
   the target's solved ones, or on the target's analysis split as the analysis
@@ -23,7 +24,7 @@ Prints, per variant and observation: accuracy against the target's truth (Wilson
 where it routes, and on held-out tasks the task success with exact McNemar
 against the best single configuration.
 
-    python benchmarks/routing_variants.py RUN_FOLDER
+    python benchmarks/routing_variants.py RUN_FOLDER [--more 200]
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ import torch
 
 from router.probe import fit_probe
 from router.prompt import BASE, RoutingPrompt
-from router.routed import with_observation
+from router.routed import first_observation, with_observation
 from router.scorer import CONTENT_FREE, LabelScorer
 from trace_pipeline.config import load_config
 from trace_pipeline.context import Context
@@ -53,20 +54,21 @@ from trace_pipeline.stages.route import (
     package_examples,
 )
 from trace_pipeline.store import RunFolder
+from trainer.config import EVAL_SEED_BASE
 from trainer.evaluation import mcnemar, rate
 
 Rows = list[tuple[list[dict[str, Any]], str]]
 
 
 def observations(
-    context: Context, names: list[str], report: dict[str, Any]
+    context: Context, names: list[str], report: dict[str, Any], more: int
 ) -> dict[str, Rows]:
     """(messages, truth) of each kind of observation the router is asked about."""
 
     def truth(seed: int) -> str:
         return next((n for n in context.needs(seed) if n in names), BASE)
 
-    held = tasks(context, names)
+    held, target = tasks(context, names), context.target()
     base_job = (
         context.folder.root / ".jobs" / report["transcripts"]["base"] / "episodes.json"
     )
@@ -87,6 +89,12 @@ def observations(
         "analysis split": [
             (m, truth(s))
             for m, s in zip(analysis_requests(context), seeds, strict=True)
+        ],
+        f"{more} more evaluation seeds": [
+            (first_observation(target, seed), truth(seed))
+            for seed in range(
+                EVAL_SEED_BASE + len(held), EVAL_SEED_BASE + len(held) + more
+            )
         ],
         "held-out, first refused call": [
             (with_observation(t.messages, refused[t.seed]), t.truth)
@@ -141,7 +149,15 @@ def line(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run", type=Path, help="a finished `trace run` folder")
-    root = parser.parse_args().run
+    parser.add_argument(
+        "--more",
+        type=int,
+        default=200,
+        help="evaluation seeds after the held-out ones whose first observations are "
+        "routed too (accuracy only: nothing is played)",
+    )
+    arguments = parser.parse_args()
+    root = arguments.run
     config = load_config(root / "config.yaml")
     uncalibrated = config.route.model_copy(update={"calibration": "none"})
     config = config.model_copy(update={"route": uncalibrated})
@@ -149,7 +165,7 @@ def main() -> None:
     loaded = load_router(context, root / "route" / "adapters")
     names = loaded.bank.capabilities.names
     report = json.loads((root / "evaluate" / "report.json").read_text("utf-8"))
-    asked = observations(context, names, report)
+    asked = observations(context, names, report, arguments.more)
     singles, best = outcomes(report)
     count = config.route.probe_examples or 8
     reachable = sum(any(won) for won in zip(*singles.values(), strict=True))
@@ -203,7 +219,7 @@ def main() -> None:
                         prompt.targets,
                         singles if held else None,
                         best,
-                    )  # fmt: skip
+                    )
                 )
         for data in ("packages", "analysis"):
             if data == "analysis":
@@ -225,18 +241,21 @@ def main() -> None:
                 prompt.fingerprint(),
                 "",
             )
-            held = np.stack([s.features.numpy() for s in scores["held-out"]])
-            print(
-                line(
-                    f"probe, {prompt_format}, {data} ({dict(Counter(labels))})",
-                    "held-out",
-                    asked["held-out"],
-                    list(probe.probabilities(held.astype(np.float64))),
-                    prompt.targets,
-                    singles,
-                    best,
-                )  # fmt: skip
-            )
+            for kind in ("held-out", f"{arguments.more} more evaluation seeds"):
+                if not asked[kind]:
+                    continue
+                seen = np.stack([s.features.numpy() for s in scores[kind]])
+                print(
+                    line(
+                        f"probe, {prompt_format}, {data} ({dict(Counter(labels))})",
+                        kind,
+                        asked[kind],
+                        list(probe.probabilities(seen.astype(np.float64))),
+                        prompt.targets,
+                        singles if kind == "held-out" else None,
+                        best,
+                    )
+                )
 
 
 if __name__ == "__main__":
