@@ -90,10 +90,12 @@ def test_trace_run_sections_are_the_commands_own_settings() -> None:
 
     assert issubclass(Analyze, AnalysisSettings) and issubclass(Route, RoutingSettings)
     assert set(Analyze.model_fields) == set(AnalysisSettings.model_fields)
-    # the pipeline's own: how many probe examples to fit, and where its re-routing
+    # the pipeline's own: how many probe examples to fit and from which of the run's
+    # data (`router fit` draws them from environments), and where its re-routing
     # condition starts (no `router` command plays that condition)
     assert set(Route.model_fields) - set(RoutingSettings.model_fields) == {
         "probe_examples",
+        "probe_data",
         "reroute_from",
     }
     for section, model in ((Analyze, AnalysisSettings), (Route, RoutingSettings)):
