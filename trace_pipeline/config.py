@@ -255,7 +255,7 @@ class Route(RoutingSettings):
         description="examples per label to fit the probe (0: no probe)",
     )
     probe_data: Literal["analysis", "packages"] = Field(
-        "packages",
+        "analysis",
         description="what the probe is fitted on: the target's analysis split, labelled "
         "by the analysis (a success: base; a failure: the capability it lacked), or "
         "each capability package's tasks beside the target's solved ones (their "

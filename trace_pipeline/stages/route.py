@@ -2,10 +2,11 @@
 
 The router's labels come from each adapter's `trace.json` (name, description,
 one successful trajectory). The probe is fitted (`route.probe_data`) on the
-target's analysis split as the analysis labelled it (`analysis`), or on tasks of
-the capability packages (label: that capability) and analysis-split target tasks
-the base agent solved (label: base) (`packages`); the target's true needs are
-never used.
+target's analysis split as the analysis labelled it (`analysis`, the default:
+one request surface), or on tasks of the capability packages (label: that
+capability) and analysis-split target tasks the base agent solved (label: base)
+(`packages`: two surfaces, so it can learn which wrote a request); the target's
+true needs are never used.
 """
 
 from __future__ import annotations
