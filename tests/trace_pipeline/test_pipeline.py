@@ -231,7 +231,8 @@ def test_kill_9_in_a_stage_then_a_rerun_finishes(tmp_path: Path) -> None:
             break
     process.wait(timeout=60)
     assert not (out / "train" / "manifest.json").exists()
-    assert re.search(r"^train +running$", during, re.M), during
+    # A fast machine may have finished one of the stage's jobs within that second.
+    assert re.search(r"^train +running(, 1 finished job kept)?$", during, re.M), during
     after = _trace("status", str(out)).stdout
     assert re.search(r"^train +missing", after, re.M), after
     done = _trace("run", str(TINY), "--out", str(out))
