@@ -45,12 +45,12 @@ from router.routed import first_observation, with_observation
 from router.scorer import CONTENT_FREE, LabelScorer
 from trace_pipeline.config import load_config
 from trace_pipeline.context import Context
-from trace_pipeline.stages.evaluate import tasks
+from trace_pipeline.stages.evaluate import tasks, truth
 from trace_pipeline.stages.route import (
     analysis_examples,
-    analysis_requests,
     collected,
     load_router,
+    opening,
     package_examples,
 )
 from trace_pipeline.store import RunFolder
@@ -64,10 +64,6 @@ def observations(
     context: Context, names: list[str], report: dict[str, Any], more: int
 ) -> dict[str, Rows]:
     """(messages, truth) of each kind of observation the router is asked about."""
-
-    def truth(seed: int) -> str:
-        return next((n for n in context.needs(seed) if n in names), BASE)
-
     held, target = tasks(context, names), context.target()
     base_job = (
         context.folder.root / ".jobs" / report["transcripts"]["base"] / "episodes.json"
@@ -83,15 +79,14 @@ def observations(
         ]
         if errors:
             refused[episode["seed"]] = str(errors[0])
-    seeds = [seed for _, _, seed in collected(context)]
+    openings = [(opening(messages), seed) for messages, _, seed in collected(context)]
     return {
         "held-out": [(t.messages, t.truth) for t in held],
         "analysis split": [
-            (m, truth(s))
-            for m, s in zip(analysis_requests(context), seeds, strict=True)
+            (m, truth(context, s, names)) for m, s in openings if m is not None
         ],
         f"{more} more evaluation seeds": [
-            (first_observation(target, seed), truth(seed))
+            (first_observation(target, seed), truth(context, seed, names))
             for seed in range(
                 EVAL_SEED_BASE + len(held), EVAL_SEED_BASE + len(held) + more
             )

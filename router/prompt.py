@@ -122,10 +122,10 @@ class RoutingPrompt:
         self.module = _environment().get_template("prompt.j2").module
         # The text around the static part and after the request: the chat template's
         # turns, or nothing (the template carries any start token, so none is added).
+        chat = prompt_format == "chat"
         self.head, self.between, self.tail = (
-            chat_frame(tokenizer) if prompt_format == "chat" else ("", "", "")
+            chat_frame(tokenizer) if chat else ("", "", "")
         )
-        self.special_tokens = prompt_format != "chat"
         self.labels = self._choose_labels([c.name for c in capabilities.capabilities])
         candidates = [
             {
@@ -144,9 +144,9 @@ class RoutingPrompt:
             + str(self.module.static(candidates, self.labels[-1].text))
             + self.between
         )
-        self.prefix_ids = tokenizer(
-            self.static, add_special_tokens=self.special_tokens
-        )["input_ids"]
+        self.prefix_ids = tokenizer(self.static, add_special_tokens=not chat)[
+            "input_ids"
+        ]
 
     @property
     def choices(self) -> str:

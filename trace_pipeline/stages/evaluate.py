@@ -36,26 +36,27 @@ from trace_pipeline.store import digest, read_output
 REROUTE_MODE = "argmax"
 
 
-def tasks(context: Context, names: list[str]) -> list[Any]:
-    """The held-out tasks; truth: the capability the task needs if it has an adapter, else base."""
+def truth(context: Context, seed: int, names: list[str]) -> str:
+    """The route a target task truly needs: the first capability it needs that has an
+    adapter (of `names`), else base."""
     from router.prompt import BASE
+
+    return next((n for n in context.needs(seed) if n in names), BASE)
+
+
+def tasks(context: Context, names: list[str]) -> list[Any]:
+    """The held-out tasks, each with its `truth`."""
     from router.routed import Task, first_observation
     from trainer.config import EVAL_SEED_BASE
 
     handle = context.target()
-    chosen = []
-    for index in range(context.config.target.heldout_episodes):
-        seed = EVAL_SEED_BASE + index
-        needs = [n for n in context.needs(seed) if n in names]
-        chosen.append(
-            Task(
-                handle,
-                seed,
-                needs[0] if needs else BASE,
-                first_observation(handle, seed),
-            )
-        )
-    return chosen
+    seeds = range(
+        EVAL_SEED_BASE, EVAL_SEED_BASE + context.config.target.heldout_episodes
+    )
+    return [
+        Task(handle, seed, truth(context, seed, names), first_observation(handle, seed))
+        for seed in seeds
+    ]
 
 
 def routed_model(context: Context) -> tuple[Any, Any, Any, dict[str, str]]:

@@ -55,17 +55,18 @@ def collected(context: Context) -> list[tuple[list[dict[str, Any]], bool, int]]:
     )
 
 
+def opening(messages: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """A trajectory's messages up to its first user message (policy and request: what
+    the router sees), or None when it has no user message."""
+    user = next((i for i, m in enumerate(messages) if m.get("role") == "user"), None)
+    return None if user is None else messages[: user + 1]
+
+
 def analysis_requests(context: Context) -> list[list[dict[str, Any]]]:
     """The opening messages (policy and request) of every analysis-split trajectory,
     unlabelled: what batch calibration averages the label log-probs over."""
-    openings = []
-    for messages, _, _ in collected(context):
-        user = next(
-            (i for i, m in enumerate(messages) if m.get("role") == "user"), None
-        )
-        if user is not None:
-            openings.append(messages[: user + 1])
-    return openings
+    openings = [opening(messages) for messages, _, _ in collected(context)]
+    return [messages for messages in openings if messages is not None]
 
 
 def analysis_examples(
@@ -96,13 +97,11 @@ def analysis_examples(
                 f"{folder} holds a run the probe cannot read ({exc!r}); remove "
                 f"{folder.parent} and rerun to have it made again"
             ) from None
-        user = next(
-            (i for i, m in enumerate(messages) if m.get("role") == "user"), None
-        )
-        if label is None or user is None:
+        request = opening(messages)
+        if label is None or request is None:
             continue
         if sum(label == seen for _, seen in examples) < count:
-            examples.append((messages[: user + 1], label))
+            examples.append((request, label))
     return examples
 
 
