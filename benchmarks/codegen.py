@@ -2,7 +2,8 @@
 
     router serve --model models/qwen2.5-coder-0.5b-instruct.gguf --port 8011 &
     OPENAI_BASE_URL=http://127.0.0.1:8011/v1 OPENAI_API_KEY=local \\
-      python benchmarks/codegen.py examples/capabilities/*.json --attempts 2 --out OUT.json
+      python benchmarks/codegen.py examples/capabilities/*.json \\
+      examples/targets/room_booking/capability.json --attempts 2 --out OUT.json
 
 Each spec is built as given but with `archetype: null`, so `factory generate`'s
 LLM backend asks the model for `task.py` and feeds every refusal back (the
@@ -53,6 +54,10 @@ def build(spec_file: Path, codegen: Codegen, seeds: int) -> dict[str, Any]:
     """Build `spec_file` with the LLM backend in a temporary folder; what happened."""
     spec = json.loads(spec_file.read_text(encoding="utf-8"))
     spec["archetype"] = None
+    target = spec.get("target")
+    if isinstance(target, dict) and isinstance(target.get("tools"), str):
+        # an inline target's tools file is read beside the spec, not the copy
+        target["tools"] = str((spec_file.parent / target["tools"]).resolve())
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / spec_file.name
         path.write_text(json.dumps(spec), encoding="utf-8")

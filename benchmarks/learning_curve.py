@@ -83,7 +83,9 @@ def main() -> None:
         "--model", default=None, help="default: Gemma 3 270M (GGUF from PyPI)"
     )
     parser.add_argument(
-        "--chat-template", default="gemma", help="the base model has none"
+        "--chat-template",
+        default="gemma",
+        help="for a base model that has none; '' keeps the model's own (instruct models)",
     )
     parser.add_argument("--out", type=Path, default=Path("adapters/learning_curve"))
     parser.add_argument("--eval-episodes", type=int, default=40)
@@ -170,12 +172,12 @@ def main() -> None:
         )
     except ValueError as error:
         parser.error(str(error))
-    run = open_run(
-        config, args.env, model_name, args.out, chat_template=args.chat_template,
-        force=True,
-    )  # fmt: skip
-    curve = LearningCurve(run, config, model_name, protocol, earlier)
     try:
+        run = open_run(
+            config, args.env, model_name, args.out,
+            chat_template=args.chat_template or None, force=True,
+        )  # fmt: skip
+        curve = LearningCurve(run, config, model_name, protocol, earlier)
         stopped_by = curve.execute()
     except TrainerError as error:
         raise SystemExit(f"learning_curve.py: error: {error}") from None

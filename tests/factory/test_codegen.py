@@ -204,55 +204,10 @@ def test_missing_endpoint_model_or_kit_exit_2(
     assert not (tmp_path / "out" / "date_time_recovery").exists()
 
 
-def _tool(name: str, description: str, **parameters: str) -> dict[str, Any]:
-    properties = {
-        key: {"type": kind, "description": key} for key, kind in parameters.items()
-    }
-    return {
-        "type": "function",
-        "function": {
-            "name": name,
-            "description": description,
-            "parameters": {
-                "type": "object",
-                "properties": properties,
-                "required": list(parameters),
-            },
-        },
-    }
-
-
-ROOM_TOOLS = [
-    _tool(
-        "list_rooms", "Rooms with capacity and whether free on a date.", date="string"
-    ),
-    _tool("get_booking", "One booking by id.", booking_id="string"),
-    _tool(
-        "book_room",
-        "Book a free room on a date.",
-        room_id="string",
-        date="string",
-        attendee="string",
-        party_size="integer",
-    ),
-    _tool("cancel_booking", "Cancel a booking.", booking_id="string"),
-]
-ROOM_SPEC = {
-    "schema_version": "1.0",
-    "name": "room_capacity_check",
-    "title": "Check room capacity before booking",
-    "description": "Book only a meeting room whose capacity fits the party, reading capacities first.",
-    "archetype": None,
-    "target": {
-        "tools": "room_tools.json",
-        "policy": "- Book only a room whose capacity is at least the party size.\n"
-        "- A room booked on a date cannot be booked again that date.",
-        "state": "rooms keyed by id (name, capacity); bookings keyed by id "
-        "(room_id, date, attendee, party_size)",
-        "samples": [{"room_id": "R01", "name": "Oak", "capacity": 6}],
-    },
-    "generation": {"max_turns": 12, "validation_seeds": 10},
-}
+# The inline room-booking target users are shown (examples/targets/room_booking).
+ROOM = ROOT / "examples" / "targets" / "room_booking"
+ROOM_SPEC = json.loads((ROOM / "capability.json").read_text())
+ROOM_TOOLS = json.loads((ROOM / "tools.json").read_text())
 FIXTURE = ROOT / "tests" / "fixtures" / "room_booking"
 
 
@@ -273,7 +228,7 @@ def test_a_new_target_and_capability_land_with_a_model_written_kit(
         world.replace('"""\n', '"""\nopen("/tmp/x", "w")\n', 1),
         module,
     )
-    (tmp_path / "room_tools.json").write_text(json.dumps(ROOM_TOOLS))
+    (tmp_path / "tools.json").write_text(json.dumps(ROOM_TOOLS))
     script = _script(hostile, _kit_answer(tools, world, module))
     with scripted_endpoint(monkeypatch, script) as requests:
         assert _generate(tmp_path, spec=ROOM_SPEC) == 0

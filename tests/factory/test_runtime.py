@@ -6,6 +6,8 @@ import json
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from factory.archetypes import archetypes, supported_pairs
 from factory.generate.runtime_copy import runtime_files
@@ -15,7 +17,7 @@ from factory.runtime.actions import parse_action
 from factory.runtime.properties import PROPERTIES
 from factory.runtime.schema import check_sane
 from factory.runtime.task import resolve_knobs
-from factory.runtime.verifier import state_hash
+from factory.runtime.verifier import state_hash, state_progress
 from tests.conftest import ROOT
 
 TOOLS = ("get_user_details", "cancel_reservation")
@@ -96,6 +98,42 @@ def test_state_hash_ignores_key_order() -> None:
     assert state_hash({"a": 1, "b": [1, {"c": 2, "d": 3}]}) == state_hash(
         {"b": [1, {"d": 3, "c": 2}], "a": 1}
     )
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 3) | st.sampled_from(["a", "b"]),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.sampled_from(["x", "y", "z"]), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(initial=JSON, final=JSON, gold=JSON)
+def test_state_progress_is_one_exactly_when_the_state_is_gold(
+    initial: object, final: object, gold: object
+) -> None:
+    progress = state_progress(initial, final, gold)
+    assert 0.0 <= progress <= 1.0
+    assert (progress == 1.0) == (state_hash(final) == state_hash(gold))
+
+
+def test_state_progress_grades_what_gold_changed_and_what_it_did_not() -> None:
+    initial = {"cellular": False, "wifi": False, "messages": []}
+    gold = {"cellular": True, "wifi": False, "messages": [{"to": "+1", "text": "hi"}]}
+    nothing, half = dict(initial), dict(initial, cellular=True)
+    extra = dict(half, wifi=True)  # what gold needs, plus a change it does not make
+    wrong = dict(gold, messages=[{"to": "+2", "text": "hi"}])
+    assert state_progress(initial, nothing, gold) == 0.0
+    # gold changes `cellular` and turns the empty list into two message fields
+    assert state_progress(initial, half, gold) == pytest.approx(1 / 4)
+    assert state_progress(initial, extra, gold) == pytest.approx(1 / 5)
+    assert state_progress(initial, wrong, gold) == pytest.approx(3 / 4)
+    assert state_progress(initial, gold, gold) == 1.0
+    assert state_progress(initial, initial, initial) == 1.0
+    assert state_progress({"a": {}}, {"a": []}, {"a": {}}) == 0.0  # {} is not []
 
 
 @pytest.mark.parametrize("kit", sorted(kits()))

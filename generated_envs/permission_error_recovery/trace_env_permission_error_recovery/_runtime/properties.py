@@ -3,7 +3,7 @@
 In the spirit of gymnasium's `check_env`: each property is a function of the
 package's environment class, so a package's test is one parametrised call. They
 prove the reward right: the gold policy succeeds and the capability-lacking
-policy fails on every seed, any missing or altered gold action fails, the state
+policy fails on every seed (under the graded reward too), any missing or altered gold action fails, the state
 hash is canonical, and no action (malformed, hostile, huge) raises, changes the
 state or leaves the observation space. Needs `hypothesis` (the `test` extra).
 """
@@ -143,6 +143,24 @@ def lacking_policy_fails(env_class: EnvClass) -> None:
         episode = run_episode(env_class(reward_mode="binary"), "lacking", seed)
         assert not episode.success, f"seed {seed}: the lacking policy succeeded"
         assert episode.reward < 1.0
+
+    check()
+
+
+def partial_reward_grades_gold_above_lacking(env_class: EnvClass) -> None:
+    """The graded reward (`partial`) pays gold 1.0 and the lacking policy less, in [0, 1)."""
+
+    @_settings()
+    @given(seed=SEEDS)
+    def check(seed: int) -> None:
+        gold = run_episode(env_class(reward_mode="partial"), "gold", seed)
+        lacking = run_episode(env_class(reward_mode="partial"), "lacking", seed)
+        assert gold.success and gold.reward == 1.0, (
+            f"seed {seed}: gold earned {gold.reward}"
+        )
+        assert not lacking.success and 0.0 <= lacking.reward < 1.0, (
+            f"seed {seed}: the lacking policy earned {lacking.reward}"
+        )
 
     check()
 
@@ -420,6 +438,7 @@ PROPERTIES: tuple[Callable[[EnvClass], None], ...] = (
     different_seeds_give_different_tasks,
     gold_policy_succeeds,
     lacking_policy_fails,
+    partial_reward_grades_gold_above_lacking,
     dropping_or_perturbing_a_gold_action_fails,
     state_hash_is_canonical,
     malformed_actions_give_an_error_and_keep_the_state,

@@ -4,8 +4,10 @@ The gold final state is the task's initial state with the gold tool calls
 replayed through the same tool code. An episode succeeds when the hash of its
 final state equals the gold hash and every required fact appears in what the
 agent told the user (as in tau2-bench). Reward mode `binary` pays 1.0 for
-success and 0.0 otherwise; `partial` pays the mean of the state match and of
-each fact's check.
+success and 0.0 otherwise; `partial` grades progress for GRPO groups that a
+binary reward leaves flat: the mean of the state's progress towards gold (the
+share of the fields either run changed that end as gold has them) and of each
+fact's check. It is 1.0 exactly when the episode succeeds.
 """
 
 from __future__ import annotations
@@ -28,7 +30,11 @@ REWARD_SENTENCES = {
         "1.0 when the final state matches the gold state and every required fact "
         "was told to the user, else 0.0."
     ),
-    "partial": "the mean of the state match and of each required fact's check.",
+    "partial": (
+        "the mean of the state's progress (the share of the fields the agent or the "
+        "gold policy changed that end as gold has them) and of each required fact's "
+        "check; 1.0 exactly when the episode succeeds."
+    ),
 }
 
 
@@ -40,6 +46,35 @@ def canonical_json(value: Any) -> str:
 def state_hash(state: State) -> str:
     """sha256 of the state's canonical JSON; key order does not matter."""
     return hashlib.sha256(canonical_json(state).encode("ascii")).hexdigest()
+
+
+def _leaves(value: Any, path: tuple[Any, ...] = ()) -> dict[tuple[Any, ...], str]:
+    """Every leaf of a JSON-like value by its path, as canonical JSON; an empty
+    container is a leaf, and a path tells a dict key from a list index."""
+    if isinstance(value, dict) and value:
+        items = [(("key", str(key)), item) for key, item in value.items()]
+    elif isinstance(value, list) and value:
+        items = [(("index", i), item) for i, item in enumerate(value)]
+    else:
+        return {path: canonical_json(value)}
+    return {
+        p: v for step, item in items for p, v in _leaves(item, (*path, step)).items()
+    }
+
+
+def state_progress(initial: State, final: State, gold: State) -> float:
+    """The share of the fields changed from `initial` by the agent or by gold whose
+    `final` value is gold's: 1.0 when `final` is gold (or neither changed a thing),
+    0.0 when the agent changed only what gold leaves alone or nothing gold needs."""
+    start, end, goal = _leaves(initial), _leaves(final), _leaves(gold)
+    changed = [
+        path
+        for path in start.keys() | end.keys() | goal.keys()
+        if end.get(path) != start.get(path) or goal.get(path) != start.get(path)
+    ]
+    if not changed:
+        return 1.0
+    return sum(end.get(path) == goal.get(path) for path in changed) / len(changed)
 
 
 def replay(
@@ -95,8 +130,8 @@ def verify(
     """Compare the episode's final state and messages with the task's gold outcome."""
     if reward_mode not in REWARD_MODES:
         raise ValueError(f"reward_mode must be one of {REWARD_MODES}")
-    gold_hash = state_hash(replay(toolkit, task.initial_state, task.gold_actions))
-    final_hash = state_hash(final_state)
+    gold_state = replay(toolkit, task.initial_state, task.gold_actions)
+    gold_hash, final_hash = state_hash(gold_state), state_hash(final_state)
     said = said_to_user(messages)
     facts = {fact: normalize_text(fact) in said for fact in task.required_facts}
     state_match = final_hash == gold_hash
@@ -104,6 +139,7 @@ def verify(
     if reward_mode == "binary":
         reward = 1.0 if success else 0.0
     else:
-        checks = [state_match, *facts.values()]
+        checks = [state_progress(task.initial_state, final_state, gold_state)]
+        checks += [float(told) for told in facts.values()]
         reward = sum(checks) / len(checks)
     return Verification(success, reward, state_match, facts, final_hash, gold_hash)

@@ -14,7 +14,7 @@ from .task import Knob, Task, ToolCall, Turn, call, money, say
 from .toolkit import State, Toolkit
 from .verifier import Verification, state_hash, verify
 
-RUNTIME_VERSION = "2.1.0"
+RUNTIME_VERSION = "2.2.0"
 
 __all__ = [
     "RUNTIME_VERSION",
