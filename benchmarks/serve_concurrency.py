@@ -28,8 +28,10 @@ from typing import Any
 
 import openai
 
+from factory.settings import add_options
 from router.backends import BaseModelBackend, TransformersBackend
 from router.serve import RoutedChat, make_server
+from trainer.config import TrainConfig
 from trainer.models import load_base
 
 TOOLS = [
@@ -176,6 +178,7 @@ def main() -> None:
     parser.add_argument(
         "--out", type=Path, default=None, help="write the figures here as JSON"
     )
+    add_options(parser, TrainConfig, ("precision",))
     args = parser.parse_args()
     path = args.model
     if path == "tiny":
@@ -186,10 +189,10 @@ def main() -> None:
     if args.adapters is not None:
         from router.adapters import AdapterBank
 
-        bank, tokenizer = AdapterBank.load(args.adapters, path)
+        bank, tokenizer = AdapterBank.load(args.adapters, path, args.precision)
         model = bank.model
     else:
-        model, tokenizer = load_base(path)
+        model, tokenizer = load_base(path, precision=args.precision)
     runs = [
         served(model, tokenizer, size, args, bank) for size in (1, args.conversations)
     ]
