@@ -224,12 +224,12 @@ def vllm_offline(
     return activation(generator, files), capabilities, router, generator, tokenizer
 
 
-def base_backend(settings: RouterSettings) -> Any:
-    """The plain base model, no adapters and no routing."""
+def base_backend(settings: RouterSettings, precision: str = "fp32") -> Any:
+    """The plain base model (its weights in `precision`), no adapters and no routing."""
     from router.backends import BaseModelBackend
     from trainer.models import load_base
 
-    model, tokenizer = load_base(settings.model)
+    model, tokenizer = load_base(settings.model, precision=precision)
     return BaseModelBackend(model, tokenizer, settings.tool_format, settings.batch_size)
 
 
@@ -258,16 +258,18 @@ def vllm_backend(settings: RouterSettings) -> Any:
     )  # fmt: skip
 
 
-def served_backend(settings: RouterSettings, backend: str) -> Any:
+def served_backend(
+    settings: RouterSettings, backend: str, precision: str = "fp32"
+) -> Any:
     """What `router serve` answers with: the base model, a vLLM server (`backend`
-    vllm), or the adapter bank."""
+    vllm), or the adapter bank, local weights in `precision`."""
     if settings.adapters is None:
-        return base_backend(settings)
+        return base_backend(settings, precision)
     if backend == "vllm":
         return vllm_backend(settings)
     from router.backends import TransformersBackend
 
-    loaded = load(settings, need_probe=settings.mode == "probe")
+    loaded = load(settings, need_probe=settings.mode == "probe", precision=precision)
     return TransformersBackend(
         loaded.bank,
         loaded.router,
@@ -278,12 +280,24 @@ def served_backend(settings: RouterSettings, backend: str) -> Any:
     )
 
 
-def serve(settings: RouterSettings, backend: str, host: str, port: int) -> None:
+def serve(
+    settings: RouterSettings,
+    backend: str,
+    host: str,
+    port: int,
+    precision: str = "fp32",
+) -> None:
     """`router serve`: answer OpenAI chat completions with the routed agent (or the
-    plain base model without adapters) until interrupted. The port is taken before
-    the minutes of loading, so a port in use fails at once."""
+    plain base model without adapters), local weights in `precision`, until
+    interrupted. The port is taken before the minutes of loading, so a port in use
+    fails at once."""
     from router.serve import RoutedChat, attach, make_server
 
+    if backend == "vllm" and precision != "fp32":
+        raise RouterError(
+            "--precision is for local weights; with --backend vllm the vLLM server "
+            "generates (set its --dtype there) and drop --precision"
+        )
     if settings.adapters is None:
         if backend == "vllm":
             raise RouterError(
@@ -298,7 +312,7 @@ def serve(settings: RouterSettings, backend: str, host: str, port: int) -> None:
             )
     server = make_server(None, host, port)
     try:
-        served = served_backend(settings, backend)
+        served = served_backend(settings, backend, precision)
         attach(server, RoutedChat(served, settings.batch_size, settings.max_queue))
         what = (
             f"the base model {settings.model}"

@@ -75,7 +75,10 @@ def _eval(arguments: argparse.Namespace) -> int:
 
 
 def _serve(arguments: argparse.Namespace) -> int:
-    build.serve(_settings(arguments), arguments.backend, arguments.host, arguments.port)
+    build.serve(
+        _settings(arguments), arguments.backend, arguments.host, arguments.port,
+        arguments.precision,
+    )  # fmt: skip
     return 0
 
 
@@ -135,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
             ("--backend", {"choices": BACKENDS, "default": "transformers",
                            "help": "vllm: a vLLM server (--vllm-url) generates with the adapters"}),
         ), (_routing(*routing, "mode", "tool_format", "batch_size", "max_queue", "vllm_url",
-                     required=()),)),
+                     required=()), Derived(TrainConfig, ("precision",)))),
     }
     # fmt: on
     return command_parser(

@@ -308,11 +308,27 @@ def test_serving_a_base_model_refuses_routing_settings(tmp_path, capsys) -> None
         ["--backend", "vllm"],
         ["--mode", "top-p"],
         ["--calibration", "none"],
+        ["--backend", "vllm", "--precision", "bf16", "--adapters", str(tmp_path)],
     ):
         code = router(["serve", "--model", str(tmp_path), "--port", "0", *extra])
         assert code == 2
     err = capsys.readouterr().err
     assert "vllm serve MODEL" in err and err.count("routing settings") == 2
+    assert "set its --dtype there" in err
+
+
+def test_the_served_base_model_keeps_its_weights_in_the_precision_asked(
+    tiny_model_dir,
+) -> None:
+    import torch
+
+    from router.build import served_backend
+    from router.settings import RouterSettings
+
+    settings = RouterSettings(model=str(tiny_model_dir))
+    for precision, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
+        backend = served_backend(settings, "transformers", precision)
+        assert next(backend.decoder.model.parameters()).dtype == dtype
 
 
 class HeldBackend(ScriptedBackend):
