@@ -3,7 +3,8 @@
 router route --adapters DIR --model M --env ENV [--seed N] [--mode argmax|top-p|probe]
 router fit   --adapters DIR --model M [--envs ENV...] --base-envs ENV... [--examples N]
 router eval  --adapters DIR --model M [--envs ENV...] [--base-envs ENV...] --episodes N --out DIR
-router serve --adapters DIR --model M [--host 127.0.0.1] [--port 8000] [--backend transformers|vllm]
+router serve [--adapters DIR] --model M [--host 127.0.0.1] [--port 8000] [--backend transformers|vllm]
+             [--precision fp32|bf16]
 
 Parsing and dispatch only: the routing settings are `router.settings.RouterSettings`
 (the options derive from its fields), what a command builds is `router.build`.

@@ -204,6 +204,13 @@ def load_base(
             f"--model: the tokenizer of {model} has no end-of-sequence token"
         )
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if precision == "bf16" and device == "cpu" and not _fast_cpu_bf16():
+        log.warning(
+            "--precision bf16 on a CPU without AVX512-BF16 or AMX (%s): bfloat16 "
+            "matmuls are emulated, several times slower than float32; use "
+            "--precision fp32 here",
+            torch.backends.cpu.get_cpu_capability(),
+        )
     return base.to(device), tokenizer
 
 
@@ -237,13 +244,6 @@ def mixed_precision(precision: str, model: Any) -> Any:
     import torch
 
     device = next(model.parameters()).device.type
-    if precision == "bf16" and device == "cpu" and not _fast_cpu_bf16():
-        log.warning(
-            "--precision bf16 on a CPU without AVX512-BF16 or AMX (%s): bfloat16 "
-            "matmuls are emulated, several times slower than float32; use "
-            "--precision fp32 here",
-            torch.backends.cpu.get_cpu_capability(),
-        )
     # No weight-cast cache: it lives as long as the context, which spans optimizer
     # steps here, so cached bf16 copies of the LoRA weights would go stale.
     return torch.autocast(

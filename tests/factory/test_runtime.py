@@ -100,19 +100,29 @@ def test_state_hash_ignores_key_order() -> None:
     )
 
 
+# JSON-like states as tools leave them, odd corners included: keys that JSON
+# writes alike (True and "true", 1 and "1"; one kind of key per dict, as the hash
+# sorts them), tuples beside lists, 1 beside 1.0.
+KEYS = (
+    st.sampled_from(["x", "true", "1", "null"]),
+    st.booleans(),
+    st.sampled_from([0, 1]),
+)
+SCALARS = st.none() | st.booleans() | st.sampled_from([0, 1, 1.0, -0.0, "a", "1"])
 JSON = st.recursive(
-    st.none() | st.booleans() | st.integers(-3, 3) | st.sampled_from(["a", "b"]),
+    SCALARS,
     lambda inner: (
         st.lists(inner, max_size=3)
-        | st.dictionaries(st.sampled_from(["x", "y", "z"]), inner, max_size=3)
+        | st.lists(inner, max_size=3).map(tuple)
+        | st.one_of(*(st.dictionaries(keys, inner, max_size=3) for keys in KEYS))
     ),
     max_leaves=8,
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=500, deadline=None)
 @given(initial=JSON, final=JSON, gold=JSON)
-def test_state_progress_is_one_exactly_when_the_state_is_gold(
+def test_state_progress_is_one_exactly_when_the_state_hashes_as_gold(
     initial: object, final: object, gold: object
 ) -> None:
     progress = state_progress(initial, final, gold)
@@ -126,14 +136,30 @@ def test_state_progress_grades_what_gold_changed_and_what_it_did_not() -> None:
     nothing, half = dict(initial), dict(initial, cellular=True)
     extra = dict(half, wifi=True)  # what gold needs, plus a change it does not make
     wrong = dict(gold, messages=[{"to": "+2", "text": "hi"}])
+    # gold changes `cellular` and adds a message (the item, its two fields)
     assert state_progress(initial, nothing, gold) == 0.0
-    # gold changes `cellular` and turns the empty list into two message fields
     assert state_progress(initial, half, gold) == pytest.approx(1 / 4)
     assert state_progress(initial, extra, gold) == pytest.approx(1 / 5)
     assert state_progress(initial, wrong, gold) == pytest.approx(3 / 4)
     assert state_progress(initial, gold, gold) == 1.0
     assert state_progress(initial, initial, initial) == 1.0
+    # an empty container is graded as a full one: a wrong message scores the same
+    spam = {"to": "+2", "text": "spam"}
+    first, later = {"m": []}, {"m": [{"to": "+0", "text": "old"}]}
+    to_empty = state_progress(first, {"m": [spam]}, {"m": [gold["messages"][0]]})
+    to_full = state_progress(
+        later, {"m": [*later["m"], spam]}, {"m": [*later["m"], gold["messages"][0]]}
+    )
+    assert to_empty == to_full == pytest.approx(1 / 3)
     assert state_progress({"a": {}}, {"a": []}, {"a": {}}) == 0.0  # {} is not []
+    assert state_progress({}, {True: 1}, {"true": 1}) == 1.0  # JSON writes both alike
+
+
+def test_state_progress_walks_a_state_deeper_than_the_recursion_limit() -> None:
+    deep: object = 0
+    for _ in range(900):
+        deep = {"k": deep}
+    assert state_progress({}, {"a": deep}, {"a": deep}) == 1.0
 
 
 @pytest.mark.parametrize("kit", sorted(kits()))

@@ -15,7 +15,7 @@ import pytest
 from router.batching import Completion, OneShot
 from router.modes import Route
 from router.prompt import BASE
-from router.serve import MAX_BODY, RoutedChat, make_server
+from router.serve import MAX_BODY, ChatRequest, RoutedChat, make_server
 
 
 class ScriptedBackend:
@@ -317,18 +317,28 @@ def test_serving_a_base_model_refuses_routing_settings(tmp_path, capsys) -> None
     assert "set its --dtype there" in err
 
 
-def test_the_served_base_model_keeps_its_weights_in_the_precision_asked(
-    tiny_model_dir,
+def test_served_weights_are_kept_in_the_precision_asked(
+    tiny_model_dir, adapters
 ) -> None:
+    """The plain base model and the routed adapter bank alike; LoRA stays float32."""
     import torch
 
     from router.build import served_backend
     from router.settings import RouterSettings
 
-    settings = RouterSettings(model=str(tiny_model_dir))
+    plain = RouterSettings(model=str(tiny_model_dir))
+    routed = RouterSettings(model=str(tiny_model_dir), adapters=str(adapters))
     for precision, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
-        backend = served_backend(settings, "transformers", precision)
+        backend = served_backend(plain, "transformers", precision)
         assert next(backend.decoder.model.parameters()).dtype == dtype
+        model = served_backend(routed, "transformers", precision).decoder.model
+        kinds = {"lora_" in n: p.dtype for n, p in model.named_parameters()}
+        assert kinds == {False: dtype, True: torch.float32}
+        chat = RoutedChat(served_backend(routed, "transformers", precision))
+        request = ChatRequest(messages=[{"role": "user", "content": "hi"}],
+                              max_tokens=3, temperature=0)  # fmt: skip
+        answer = chat.complete(request)
+        assert answer["choices"][0]["message"]["role"] == "assistant"
 
 
 class HeldBackend(ScriptedBackend):

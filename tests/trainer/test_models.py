@@ -233,3 +233,17 @@ def test_sampled_log_probs_are_the_policys_own(tiny_model_dir) -> None:
     )
     for prompt, sample in zip(prompts, samples, strict=True):
         assert_fresh_logprobs(model, prompt, sample, 0.7)
+
+
+def test_bf16_weights_on_a_cpu_without_bf16_matmuls_are_warned_of_at_load(
+    tiny_model_dir, monkeypatch, caplog
+) -> None:
+    import trainer.models
+    from trainer.models import load_base
+
+    monkeypatch.setattr(trainer.models, "_fast_cpu_bf16", lambda: False)
+    with caplog.at_level("WARNING", logger=trainer.models.log.name):
+        load_base(str(tiny_model_dir), device="cpu", precision="fp32")
+        assert "AVX512-BF16" not in caplog.text
+        load_base(str(tiny_model_dir), device="cpu", precision="bf16")
+    assert "use --precision fp32 here" in caplog.text

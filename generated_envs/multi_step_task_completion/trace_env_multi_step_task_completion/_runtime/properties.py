@@ -3,9 +3,10 @@
 In the spirit of gymnasium's `check_env`: each property is a function of the
 package's environment class, so a package's test is one parametrised call. They
 prove the reward right: the gold policy succeeds and the capability-lacking
-policy fails on every seed (under the graded reward too), any missing or altered gold action fails, the state
-hash is canonical, and no action (malformed, hostile, huge) raises, changes the
-state or leaves the observation space. Needs `hypothesis` (the `test` extra).
+policy fails on every seed (the graded reward too pays gold 1.0 and the lacking
+policy less), any missing or altered gold action fails, the state hash is
+canonical, and no action (malformed, hostile, huge) raises, changes the state or
+leaves the observation space. Needs `hypothesis` (the `test` extra).
 """
 
 from __future__ import annotations

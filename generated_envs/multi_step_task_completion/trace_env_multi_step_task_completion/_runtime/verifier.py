@@ -48,25 +48,34 @@ def state_hash(state: State) -> str:
     return hashlib.sha256(canonical_json(state).encode("ascii")).hexdigest()
 
 
-def _leaves(value: Any, path: tuple[Any, ...] = ()) -> dict[tuple[Any, ...], str]:
-    """Every leaf of a JSON-like value by its path, as canonical JSON; an empty
-    container is a leaf, and a path tells a dict key from a list index."""
-    if isinstance(value, dict) and value:
-        items = [(("key", str(key)), item) for key, item in value.items()]
-    elif isinstance(value, list) and value:
-        items = [(("index", i), item) for i, item in enumerate(value)]
-    else:
-        return {path: canonical_json(value)}
-    return {
-        p: v for step, item in items for p, v in _leaves(item, (*path, step)).items()
-    }
+def _fields(state: State) -> dict[tuple[Any, ...], str]:
+    """Every field of the state's canonical JSON by its path: a container's kind at
+    its own path, a scalar's JSON text at its path. Two states have the same fields
+    exactly when they have the same hash. Walked with a stack: a deep state must not
+    exhaust Python's recursion before the hash does."""
+    fields: dict[tuple[Any, ...], str] = {}
+    stack: list[tuple[tuple[Any, ...], Any]] = [((), json.loads(canonical_json(state)))]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, dict):
+            fields[path] = "{}"
+            stack.extend(((*path, key), item) for key, item in value.items())
+        elif isinstance(value, list):
+            fields[path] = "[]"
+            stack.extend(((*path, index), item) for index, item in enumerate(value))
+        else:
+            fields[path] = canonical_json(value)
+    return fields
 
 
 def state_progress(initial: State, final: State, gold: State) -> float:
-    """The share of the fields changed from `initial` by the agent or by gold whose
-    `final` value is gold's: 1.0 when `final` is gold (or neither changed a thing),
-    0.0 when the agent changed only what gold leaves alone or nothing gold needs."""
-    start, end, goal = _leaves(initial), _leaves(final), _leaves(gold)
+    """Of the fields the agent or the gold policy changed from `initial`, the share
+    that `final` holds as `gold` does: 1.0 exactly when `final` hashes as `gold`
+    (or neither changed a thing), 0.0 when the agent did none of gold's changes.
+
+    List items are fields by position, so an item put at another place than gold's
+    counts as a wrong change there."""
+    start, end, goal = _fields(initial), _fields(final), _fields(gold)
     changed = [
         path
         for path in start.keys() | end.keys() | goal.keys()
@@ -114,6 +123,7 @@ class Verification:
     facts: dict[str, bool]
     final_hash: str
     gold_hash: str
+    state_progress: float | None = None  # the graded state check (`partial` mode only)
 
     def as_dict(self) -> dict[str, Any]:
         """Plain-JSON form, for `info["verification"]` and logs."""
@@ -136,10 +146,13 @@ def verify(
     facts = {fact: normalize_text(fact) in said for fact in task.required_facts}
     state_match = final_hash == gold_hash
     success = state_match and all(facts.values())
+    progress = None
     if reward_mode == "binary":
         reward = 1.0 if success else 0.0
     else:
-        checks = [state_progress(task.initial_state, final_state, gold_state)]
-        checks += [float(told) for told in facts.values()]
+        progress = state_progress(task.initial_state, final_state, gold_state)
+        checks = [progress, *(float(told) for told in facts.values())]
         reward = sum(checks) / len(checks)
-    return Verification(success, reward, state_match, facts, final_hash, gold_hash)
+    return Verification(
+        success, reward, state_match, facts, final_hash, gold_hash, progress
+    )
