@@ -25,6 +25,7 @@ from typing import Any
 from factory.errors import FactoryError
 from factory.generate.build import Codegen, generate
 from factory.outputs import write_json
+from factory.spec import parse_spec
 from factory.validate.runner import ValidationFailed
 
 PROBLEMS_KEPT = 5  # of each attempt, in the results file
@@ -52,12 +53,10 @@ def _attempts(build: Path) -> list[dict[str, Any]]:
 
 def build(spec_file: Path, codegen: Codegen, seeds: int) -> dict[str, Any]:
     """Build `spec_file` with the LLM backend in a temporary folder; what happened."""
-    spec = json.loads(spec_file.read_text(encoding="utf-8"))
+    # read as `factory generate` reads it: an inline target's tools file beside it
+    text = spec_file.read_text(encoding="utf-8")
+    spec = json.loads(parse_spec(text, str(spec_file), spec_file.parent).to_json())
     spec["archetype"] = None
-    target = spec.get("target")
-    if isinstance(target, dict) and isinstance(target.get("tools"), str):
-        # an inline target's tools file is read beside the spec, not the copy
-        target["tools"] = str((spec_file.parent / target["tools"]).resolve())
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / spec_file.name
         path.write_text(json.dumps(spec), encoding="utf-8")
