@@ -25,6 +25,8 @@ run's. GRPO's own sampling then differs from the earlier run's (the skipped
 evaluation drew no random numbers), so it is another draw of the same procedure.
 --control-for adds the SFT control to such a run finished with --no-control: the
 same settings, the cold start retrained and checked against its SHA-256, no GRPO.
+On another CPU the cold start trains another adapter; --other-cold-start then
+pairs the earlier points with this run's as another draw of the same procedure.
 """
 
 from __future__ import annotations
@@ -127,6 +129,14 @@ def main() -> None:
         "steps again ('SFT continued') and GRPO with the same settings ('GRPO after SFT')",
     )
     parser.add_argument(
+        "--other-cold-start",
+        action="store_true",
+        help="with --cold-start-outcomes or --control-for: go on when this cold start "
+        "trains another adapter than the earlier run's (another CPU or library "
+        "versions); the earlier points are then another draw of the same procedure, "
+        "paired by seed, and the file keeps both adapters' SHA-256",
+    )
+    parser.add_argument(
         "--base",
         action=argparse.BooleanOptionalAction,
         default=True,
@@ -144,6 +154,14 @@ def main() -> None:
     ):
         parser.error(
             "--control-for reuses that file's cold start: drop --cold-start-outcomes"
+        )
+    if (
+        args.other_cold_start
+        and args.cold_start_outcomes is None
+        and args.control_for is None
+    ):
+        parser.error(
+            "--other-cold-start goes with --cold-start-outcomes or --control-for"
         )
     if args.after_control and not args.control:
         parser.error("--after-control goes on from the SFT control: drop --no-control")
@@ -165,6 +183,7 @@ def main() -> None:
     protocol = Protocol(
         args.eval_episodes, args.concurrent_episodes, args.base, args.control,
         args.cold_start_outcomes, args.control_for, args.after_control,
+        args.other_cold_start,
     )  # fmt: skip
     try:  # the earlier runs are read before the model loads
         earlier = read_earlier(

@@ -335,6 +335,10 @@ class Protocol:
     and seed; its adapter's SHA-256 must match this run's); `control_for` adds
     the SFT control to an earlier run finished without one, without GRPO again;
     `after_control` goes on from the control's adapter with both arms.
+    `other_cold_start` accepts a reused point whose cold start trained another
+    adapter than this run's (another CPU or library versions: the cold start is
+    bit-identical only on the same ones): the reused points are then another
+    draw of the same procedure, paired by seed, and the file keeps both digests.
     """
 
     eval_episodes: int
@@ -344,6 +348,7 @@ class Protocol:
     cold_start_outcomes: Path | None = None
     control_for: Path | None = None
     after_control: bool = False
+    other_cold_start: bool = False
 
 
 # What a hand-edited or foreign learning_curve.json raises while it is read.
@@ -459,15 +464,22 @@ class LearningCurve:
         if self.reused is None:
             self.measure("after cold start")
             self.points[-1]["adapter_sha256"] = digest
-        elif self.reused["adapter_sha256"] != digest:
+        elif self.reused["adapter_sha256"] == digest or self.protocol.other_cold_start:
+            if self.reused["adapter_sha256"] != digest:
+                print(
+                    "another cold-start adapter than the earlier run's: its points are "
+                    "another draw of the same procedure (--other-cold-start)",
+                    flush=True,
+                )
+            self.points.append({**self.reused, "adapter_sha256_this_run": digest})
+        else:
             raise TrainerError(
                 f"--cold-start-outcomes: this cold start trained adapter {digest[:16]}, "
                 f"the earlier run {self.reused['adapter_sha256'][:16]}: its outcomes "
                 f"cannot be reused (its machine and libraries are in its 'machine' "
-                f"field; this run's: {json.dumps(machine())})"
+                f"field; this run's: {json.dumps(machine())}); --other-cold-start "
+                f"pairs them anyway, as another draw of the same procedure"
             )
-        else:
-            self.points.append({**self.reused, "adapter_sha256_this_run": digest})
         self.save()
         self.cold_adapter = {
             k: v.detach().clone()

@@ -175,8 +175,33 @@ def test_a_stopped_run_keeps_its_points_and_exits_143(
         [*command, "--out", str(tmp_path / "again"), "--cold-start-outcomes",
          str(out / "learning_curve.json")],
     )  # fmt: skip
-    with pytest.raises(SystemExit, match="its outcomes cannot be reused"):
+    with pytest.raises(SystemExit, match="its outcomes cannot be reused") as refused:
         learning_curve.main()
+    assert "--other-cold-start" in str(refused.value)
+
+    # --other-cold-start pairs them anyway, as another draw, keeping both digests.
+    monkeypatch.setattr(grpo, "optimize", real)
+    monkeypatch.setattr(
+        sys,
+        "argv",
+        [*command, "--iterations", "1", "--no-control", "--out", str(tmp_path / "other"),
+         "--cold-start-outcomes", str(out / "learning_curve.json"), "--other-cold-start"],
+    )  # fmt: skip
+    learning_curve.main()
+    other = json.loads((tmp_path / "other" / "learning_curve.json").read_text())
+    cold, grpo = other["points"]
+    assert (cold["point"], grpo["point"]) == ("after cold start", "after GRPO")
+    assert cold["adapter_sha256"] == "0" * 64 != cold["adapter_sha256_this_run"]
+    assert cold["outcomes"] == summary["points"][0]["outcomes"]
+    assert set(other["paired_tests"]) == {"after GRPO vs after cold start"}
+
+    # Without an earlier run to reuse, the option is refused.
+    monkeypatch.setattr(
+        sys, "argv", [*command, "--out", str(tmp_path / "x"), "--other-cold-start"]
+    )
+    with pytest.raises(SystemExit) as refused:
+        learning_curve.main()
+    assert refused.value.code == 2
 
 
 def test_the_control_is_added_to_an_earlier_run_from_the_same_cold_start(
