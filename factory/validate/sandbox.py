@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,7 @@ from factory.validate import sandbox_boot
 
 NOBODY = 65534
 MARKER = "TRACE_SANDBOX_RUN"  # in the environment every process of a run starts with
+KILL_WAIT = 10.0  # seconds a run's killed processes get to be gone
 _COPY_IGNORE = shutil.ignore_patterns(
     "__pycache__", ".hypothesis", ".pytest_cache", "*.egg-info", "build", "dist"
 )
@@ -242,13 +244,21 @@ def marked(marker: str = "") -> list[int]:
 
 
 def _kill_all(process: subprocess.Popen[bytes], marker: str) -> None:
-    """SIGKILL the run's process group and every process started with its marker."""
+    """SIGKILL the run's process group and every process started with its marker,
+    until none is left (or KILL_WAIT seconds pass).
+
+    A killed process lives on until the kernel schedules its exit; on a loaded
+    machine a forked child could still be listed when the run returned.
+    """
     try:
         os.killpg(process.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-    for pid in marked(marker):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+    deadline = time.monotonic() + KILL_WAIT
+    while (left := marked(marker)) and time.monotonic() < deadline:
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        time.sleep(0.02)

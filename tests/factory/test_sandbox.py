@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import socket
 import textwrap
+import types
 import uuid
 from pathlib import Path
 from types import SimpleNamespace
@@ -133,3 +134,22 @@ def test_timeout_kills_the_run(tmp_path: Path, markers: list[str]) -> None:
     run = sandbox.run_sandboxed(["spin.py"], tmp_path, timeout=2, extra_files=(script,))
     assert run.timed_out
     assert _left_running(markers) == []
+
+
+def test_killed_processes_are_waited_for_until_gone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A SIGKILLed process is listed until the kernel lets it exit (seconds on a
+    loaded machine): the run is killed again until none is left, or KILL_WAIT passes."""
+    killed: list[int] = []
+    monkeypatch.setattr(sandbox.os, "killpg", lambda pid, number: None)
+    monkeypatch.setattr(sandbox.os, "kill", lambda pid, number: killed.append(pid))
+    monkeypatch.setattr(sandbox, "marked", lambda m: [4242] if len(killed) < 3 else [])
+    sandbox._kill_all(types.SimpleNamespace(pid=1), "m")
+    assert killed == [4242] * 3
+
+    killed.clear()
+    monkeypatch.setattr(sandbox, "marked", lambda m: [4242])  # never gone
+    monkeypatch.setattr(sandbox, "KILL_WAIT", 0.1)
+    sandbox._kill_all(types.SimpleNamespace(pid=1), "m")
+    assert 1 <= len(killed) <= 10
