@@ -461,11 +461,12 @@ class LearningCurve:
             return
         digest = adapter_digest(self.run.model)
         print(f"cold-start adapter sha256 {digest}", flush=True)
+        same = self.reused is not None and self.reused["adapter_sha256"] == digest
         if self.reused is None:
             self.measure("after cold start")
             self.points[-1]["adapter_sha256"] = digest
-        elif self.reused["adapter_sha256"] == digest or self.protocol.other_cold_start:
-            if self.reused["adapter_sha256"] != digest:
+        elif same or self.protocol.other_cold_start:
+            if not same:
                 print(
                     "another cold-start adapter than the earlier run's: its points are "
                     "another draw of the same procedure (--other-cold-start)",

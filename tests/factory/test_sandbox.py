@@ -5,7 +5,6 @@ from __future__ import annotations
 import shutil
 import socket
 import textwrap
-import types
 import uuid
 from pathlib import Path
 from types import SimpleNamespace
@@ -145,11 +144,11 @@ def test_killed_processes_are_waited_for_until_gone(
     monkeypatch.setattr(sandbox.os, "killpg", lambda pid, number: None)
     monkeypatch.setattr(sandbox.os, "kill", lambda pid, number: killed.append(pid))
     monkeypatch.setattr(sandbox, "marked", lambda m: [4242] if len(killed) < 3 else [])
-    sandbox._kill_all(types.SimpleNamespace(pid=1), "m")
+    sandbox._kill_all(SimpleNamespace(pid=1), "m")
     assert killed == [4242] * 3
 
     killed.clear()
     monkeypatch.setattr(sandbox, "marked", lambda m: [4242])  # never gone
     monkeypatch.setattr(sandbox, "KILL_WAIT", 0.1)
-    sandbox._kill_all(types.SimpleNamespace(pid=1), "m")
+    sandbox._kill_all(SimpleNamespace(pid=1), "m")
     assert len(killed) < 100  # it gave up: the run returns

@@ -189,8 +189,8 @@ def test_a_stopped_run_keeps_its_points_and_exits_143(
     )  # fmt: skip
     learning_curve.main()
     other = json.loads((tmp_path / "other" / "learning_curve.json").read_text())
-    cold, grpo = other["points"]
-    assert (cold["point"], grpo["point"]) == ("after cold start", "after GRPO")
+    cold, after = other["points"]
+    assert (cold["point"], after["point"]) == ("after cold start", "after GRPO")
     assert cold["adapter_sha256"] == "0" * 64 != cold["adapter_sha256_this_run"]
     assert cold["outcomes"] == summary["points"][0]["outcomes"]
     assert set(other["paired_tests"]) == {"after GRPO vs after cold start"}
