@@ -68,6 +68,14 @@ def tiny_tokenizer(tiny_model_dir):
     return AutoTokenizer.from_pretrained(tiny_model_dir)
 
 
+# A chat template without a tool role or tool support: the trainer's fallback format.
+NO_TOOL_ROLE = (
+    "{% for m in messages %}{% if m.role not in ['system', 'user', 'assistant'] %}"
+    "{{ raise_exception('roles must alternate') }}{% endif %}"
+    "<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
 ENVS = {
     name: str(ROOT / "generated_envs" / name)
     for name in ("permission_error_recovery", "date_time_recovery")

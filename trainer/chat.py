@@ -241,11 +241,9 @@ class ChatFormat:
         """Token ids of the opening messages plus the generation prompt."""
         return self.encode(self.render(messages, True))
 
-    def reply(
-        self, history: list[dict[str, Any]], message: dict[str, Any]
-    ) -> list[int]:
-        """Tokens a model would sample for assistant `message` after `history`: its turn
-        up to the end marker, then the end-of-turn token (a demonstration's target)."""
+    def turn(self, history: list[dict[str, Any]], message: dict[str, Any]) -> str:
+        """The text a model writes for assistant `message` after `history`, up to the
+        end marker: its tool calls in this format's own call syntax."""
         before = self.render(history, True)
         after = self.render(history + [message], False)
         if not after.startswith(before):
@@ -255,9 +253,14 @@ class ChatFormat:
             )
         text = after[len(before) :]
         end = text.find(self.end_marker)
-        return self.spelled(text if end < 0 else text[:end]) + [
-            self.tokenizer.eos_token_id
-        ]
+        return text if end < 0 else text[:end]
+
+    def reply(
+        self, history: list[dict[str, Any]], message: dict[str, Any]
+    ) -> list[int]:
+        """Tokens a model would sample for assistant `message` after `history`: its turn
+        up to the end marker, then the end-of-turn token (a demonstration's target)."""
+        return self.spelled(self.turn(history, message)) + [self.tokenizer.eos_token_id]
 
     def continuation(
         self, history: list[dict[str, Any]], new: list[dict[str, Any]]

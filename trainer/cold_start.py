@@ -23,6 +23,7 @@ from trainer.envs import EnvHandle
 from trainer.errors import TrainerError
 from trainer.losses import sft_loss
 from trainer.optimize import Batch, Row, batch_logprobs, optimize
+from trainer.rollout import Hint
 
 
 def demonstration_seeds(count: int) -> list[int]:
@@ -87,26 +88,23 @@ def _gold_policy(handle: EnvHandle, why: str) -> Any:
         ) from None
 
 
-def hint(handle: EnvHandle, seed: int, timeout: float = 60.0) -> str:
-    """Expert guidance for seed `seed` (hint injection): the capability, and a first step.
+def hint(handle: EnvHandle, seed: int, timeout: float = 60.0) -> Hint:
+    """Expert guidance for seed `seed` (hint injection): the capability, and a first turn.
 
-    The first step is the gold policy's first action on this very task, so the
-    hint is right by construction; it names the capability the package trains.
+    The first turn is the gold policy's first reply on this very task, so the
+    hint is right by construction; the description names the capability the
+    package trains.
     """
     run_episode = _gold_policy(handle, "--hint-share")
     _, episode = _gold(handle, seed, run_episode, timeout, "--hint-share")
     replies = [m for m in episode.info["messages"] if m["role"] == "assistant"]
-    calls = replies[0].get("tool_calls") if replies else None
-    if calls:
-        call = calls[0]["function"]
-        step = f"call `{call['name']}` with {call['arguments']}"
-    else:
-        step = f"answer: {replies[0].get('content', '') if replies else ''}"
+    if not replies:
+        raise TrainerError(
+            f"--hint-share: the gold policy of {handle.env_id} did not reply on seed "
+            f"{seed}; validate the package with `factory validate`"
+        )
     description = str(handle.capability.get("description") or "").strip()
-    return (
-        f"<expert_guidance>\n{description}\nA first step that works here: {step}.\n"
-        "</expert_guidance>"
-    )
+    return Hint(description, replies[0])
 
 
 def demonstrations(

@@ -120,7 +120,8 @@ class TrainConfig(RolloutLimits):
     hint_share: float = setting(
         0.0,
         "hint injection: this share of each group's episodes sees expert guidance (the "
-        "capability and the gold policy's first step) in its system message, at least "
+        "capability and the gold policy's first reply, in the policy's own call "
+        "syntax) in its system message, at least "
         "one per group when > 0; the update trains them on the plain prompt (the TRACE "
         "authors use 0.25 to 0.5)",
         ge=0,

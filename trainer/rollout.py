@@ -200,6 +200,30 @@ def _fault(episode: Episode, exc: env_calls.EnvFault) -> None:
     _finish(episode, Ending.ENV_FAULT)
 
 
+@dataclass(frozen=True)
+class Hint:
+    """Expert guidance for one task (hint injection): what the capability asks, and
+    a first turn that works on this very task.
+
+    Written as a section of the system message in the prompt's own style, with the
+    turn exactly as the policy would write it (its chat format's call syntax). The
+    first form, an `<expert_guidance>` block naming the call in prose, was echoed
+    by Gemma 3 270M: every hinted episode opened with an `<expert_guidance>`-like
+    tag as a text answer, and none succeeded (benchmarks/results/hints/).
+    """
+
+    description: str
+    first_turn: dict[str, Any]  # the gold policy's first assistant message
+
+    def text(self, chat: ChatFormat, messages: list[dict[str, Any]]) -> str:
+        """The guidance for the episode that opens with `messages`, in `chat`'s syntax."""
+        step = chat.turn(messages, self.first_turn).strip()
+        return (
+            f"# Expert guidance\n{self.description}\n"
+            f"A first reply that works for this request:\n{step}"
+        )
+
+
 def with_hint(messages: list[dict[str, Any]], hint: str) -> list[dict[str, Any]]:
     """The messages with `hint` closing the system message (one is added if there is none)."""
     if messages and messages[0].get("role") == "system":
@@ -218,7 +242,7 @@ def _open(
     limits: RolloutLimits,
     tool_format: str,
     previous: ChatFormat | None,
-    hint: str | None = None,
+    hint: Hint | None = None,
 ) -> ChatFormat | None:
     """Create and reset the episode's environment and tokenize its prompt.
 
@@ -243,7 +267,9 @@ def _open(
             episode.extend(chat.prompt(episode.messages))
             return chat
         episode.plain_prompt = chat.prompt(episode.messages)
-        episode.messages = with_hint(episode.messages, hint)
+        episode.messages = with_hint(
+            episode.messages, hint.text(chat, episode.messages)
+        )
         episode.extend(chat.prompt(episode.messages))
         episode.hinted_prompt = len(episode.tokens)
         return chat
@@ -263,7 +289,7 @@ def collect(
     limits: RolloutLimits,
     tool_format: str = "json",
     progress: str | None = None,
-    hints: Mapping[int, str] | None = None,
+    hints: Mapping[int, Hint] | None = None,
     hinted: int = 0,
     config_of: Callable[[Episode], Hashable] | None = None,
 ) -> list[Group]:

@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from tests.conftest import assert_fresh_logprobs
+from tests.conftest import NO_TOOL_ROLE, assert_fresh_logprobs
 from trainer.chat import ChatFormat
 from trainer.config import TrainConfig
 from trainer.errors import TrainerError
@@ -16,12 +16,7 @@ from trainer.errors import TrainerError
 def test_chat_format_falls_back_when_the_template_has_no_tool_role(
     tiny_tokenizer,
 ) -> None:
-    tiny_tokenizer.chat_template = (
-        "{% for m in messages %}{% if m.role not in ['system', 'user', 'assistant'] %}"
-        "{{ raise_exception('roles must alternate') }}{% endif %}"
-        "<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
-        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-    )
+    tiny_tokenizer.chat_template = NO_TOOL_ROLE
     chat = ChatFormat(tiny_tokenizer, [{"type": "function", "function": {"name": "f"}}])
     assert not chat.native
     history = [

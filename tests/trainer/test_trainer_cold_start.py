@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from tests.conftest import ROOT
+from tests.conftest import NO_TOOL_ROLE, ROOT
 from trainer import cold_start, grpo
 from trainer.chat import ChatFormat, tool_listing
 from trainer.config import EVAL_SEED_BASE, TrainConfig
@@ -20,12 +20,6 @@ from trainer.rollout import Sample, collect
 from trainer.settings import RolloutLimits
 
 PHONE = str(ROOT / "generated_envs" / "permission_error_recovery")
-NO_TOOL_ROLE = (
-    "{% for m in messages %}{% if m.role not in ['system', 'user', 'assistant'] %}"
-    "{{ raise_exception('roles must alternate') }}{% endif %}"
-    "<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
 
 
 class Replay:

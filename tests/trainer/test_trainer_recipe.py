@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import importlib
+import json
 import random
 
 import pytest
 import torch
 
-from tests.conftest import ROOT
+from tests.conftest import NO_TOOL_ROLE, ROOT
 from trainer import cold_start, env_calls, grpo
 from trainer.config import EVAL_SEED_BASE, TrainConfig
 from trainer.envs import resolve_env
@@ -205,37 +207,71 @@ def test_resample_seeds_are_fresh_training_seeds() -> None:
     assert not seeds & set(cold_start.demonstration_seeds(1000))
 
 
-def test_the_hint_is_the_capability_and_the_gold_policys_first_step() -> None:
+def test_the_hint_is_the_capability_and_the_gold_policys_first_reply() -> None:
     handle = resolve_env(PACKAGE)
-    text = cold_start.hint(handle, 5)
-    assert text.startswith("<expert_guidance>") and text.endswith("</expert_guidance>")
-    assert handle.capability["description"] in text
-    assert (
-        "call `search_contacts` with" in text
-    )  # the gold policy's first call on seed 5
+    hint = cold_start.hint(handle, 5)
+    gold = handle.make()
+    gold.reset(seed=5)
+    package = importlib.import_module(handle.package)
+    replies = [
+        m
+        for m in package.run_episode(gold, "gold", 5).info["messages"]
+        if m["role"] == "assistant"
+    ]
+    assert hint.description == handle.capability["description"]
+    assert hint.first_turn == replies[0]
+    assert hint.first_turn["tool_calls"][0]["function"]["name"] == "search_contacts"
+
+
+@pytest.mark.parametrize(
+    ("template", "tool_format"), [(None, "json"), (NO_TOOL_ROLE, "compact")]
+)
+def test_the_hint_writes_its_first_reply_as_the_policy_would(
+    tiny_tokenizer, template, tool_format
+) -> None:
+    """In the chat format's own call syntax (a native template's, or the fallback's
+    `<tool_call>` JSON), so the step is one the policy can copy and the parser reads."""
+    from trainer.chat import ChatFormat
+    from trainer.parsing import parse_tool_calls
+
+    if template is not None:
+        tiny_tokenizer.chat_template = template
+    handle = resolve_env(PACKAGE)
+    messages, tools = env_calls.reset(handle.make(), 5, 60)
+    chat = ChatFormat(tiny_tokenizer, tools, tool_format)
+    assert chat.native is (template is None)
+    hint = cold_start.hint(handle, 5)
+    text = hint.text(chat, messages)
+    step = chat.turn(messages, hint.first_turn).strip()
+    assert text.startswith("# Expert guidance\n" + hint.description)
+    assert text.endswith(step) and "<expert" not in text
+    _, calls = parse_tool_calls(step)
+    (call,) = hint.first_turn["tool_calls"]
+    assert [(c["name"], c["arguments"]) for c in calls] == [
+        (call["function"]["name"], json.loads(call["function"]["arguments"]))
+    ]
 
 
 def test_a_hinted_episode_samples_with_the_hint_and_trains_on_the_plain_prompt(
     tiny_model_dir,
 ) -> None:
     from trainer.chat import ChatFormat
-    from trainer.rollout import collect, with_hint
+    from trainer.rollout import Hint, collect, with_hint
     from trainer.settings import RolloutLimits
 
     base, tokenizer = load_base(str(tiny_model_dir), chat_template="chatml")
     handle = resolve_env(PACKAGE)
     limits = RolloutLimits(max_turns=2, max_new_tokens=4, max_total_tokens=100_000)
+    hint = Hint("HINT", {"role": "assistant", "content": "Hello."})
     torch.manual_seed(0)
     (group,) = collect(
         handle, TransformersGenerator(base, tokenizer), tokenizer, [7], 2, limits,
-        "compact", None, {7: "<expert_guidance>HINT</expert_guidance>"}, 1,
+        "compact", None, {7: hint}, 1,
     )  # fmt: skip
     hinted, plain = group
     messages, tools = env_calls.reset(handle.make(max_turns=2), 7, 60)
     chat = ChatFormat(tokenizer, tools, "compact")
-    hinted_prompt = chat.prompt(
-        with_hint(messages, "<expert_guidance>HINT</expert_guidance>")
-    )
+    hinted_prompt = chat.prompt(with_hint(messages, hint.text(chat, messages)))
     assert hinted.tokens[: len(hinted_prompt)] == hinted_prompt
     assert plain.plain_prompt is None and plain.tokens[
         : len(chat.prompt(messages))
@@ -273,7 +309,7 @@ def test_the_update_scores_hinted_episodes_on_the_plain_prompt_from_a_ratio_of_1
     rows = seen["rows"]
     assert len(rows) == 4 and metrics[0]["hinted_success_rate"] == 0.0
     texts = [tokenizer_text(tiny_model_dir, row.tokens) for row in rows]
-    assert not any("expert_guidance" in text for text in texts)
+    assert not any("Expert guidance" in text for text in texts)
     for i, row in enumerate(rows[2:], start=2):  # the swapped rows come last
         trained = torch.tensor(row.mask, dtype=torch.bool)
         torch.testing.assert_close(
