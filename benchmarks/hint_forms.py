@@ -88,6 +88,7 @@ def main() -> None:
 
     import torch
 
+    from factory.outputs import write_json
     from trainer import cold_start
     from trainer.config import TrainConfig
     from trainer.evaluation import rate
@@ -157,7 +158,7 @@ def main() -> None:
             ),
             flush=True,
         )
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    write_json(args.out, result)  # whole or not at all
 
 
 if __name__ == "__main__":
