@@ -172,9 +172,8 @@ def main() -> None:
         "group_size": args.group_size,
     }
     successes: dict[str, list[bool]] = {}
-    for arm in (
-        arm for arm in ARMS if arm in chosen
-    ):  # plain first: the others pair with it
+    # plain first: the hinted arms pair with it
+    for arm in [arm for arm in ARMS if arm in chosen]:
         arm_hints = arms[arm]
         began = time.perf_counter()
         torch.manual_seed(config.seed)
