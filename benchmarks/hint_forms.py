@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from learning_curve import LORA_TARGETS, PROTOCOL, gemma_gguf
+from learning_curve import PROTOCOL, add_run_options, gemma_gguf
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED_BASE = 2_000_000  # training seeds, far from the demonstrations and evaluation
@@ -85,17 +85,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument(
-        "--env", default=str(ROOT / "generated_envs" / "permission_error_recovery")
-    )
-    parser.add_argument(
-        "--model", default=None, help="default: Gemma 3 270M (GGUF from PyPI)"
-    )
-    parser.add_argument(
-        "--chat-template",
-        default="gemma",
-        help="for a base model that has none; '' keeps the model's own (instruct models)",
-    )
+    add_run_options(parser)
     parser.add_argument("--tool-format", default=PROTOCOL["tool_format"])
     parser.add_argument(
         "--arms",
@@ -107,9 +97,6 @@ def main() -> None:
     parser.add_argument("--cold-start", type=int, default=24)
     parser.add_argument("--cold-start-epochs", type=int, default=1)
     parser.add_argument("--precision", default="fp32")
-    parser.add_argument(
-        "--lora-target-modules", default=LORA_TARGETS, help="comma-separated"
-    )
     parser.add_argument("--out", type=Path, default=Path("hint_forms.json"))
     args = parser.parse_args()
     chosen = {arm.strip() for arm in args.arms.split(",") if arm.strip()}

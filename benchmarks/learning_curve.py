@@ -73,13 +73,9 @@ PROTOCOL = {
 }
 
 
-def main() -> None:
-    from factory.settings import add_options
-    from trainer.config import TrainConfig
-
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+def add_run_options(parser: argparse.ArgumentParser) -> None:
+    """The package, the model, its chat template and the LoRA targets: one spelling for
+    every benchmark that builds a run the way this protocol does."""
     parser.add_argument(
         "--env", default=str(ROOT / "generated_envs" / "permission_error_recovery")
     )
@@ -91,6 +87,19 @@ def main() -> None:
         default="gemma",
         help="for a base model that has none; '' keeps the model's own (instruct models)",
     )
+    parser.add_argument(
+        "--lora-target-modules", default=LORA_TARGETS, help="comma-separated"
+    )
+
+
+def main() -> None:
+    from factory.settings import add_options
+    from trainer.config import TrainConfig
+
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    add_run_options(parser)
     parser.add_argument("--out", type=Path, default=Path("adapters/learning_curve"))
     parser.add_argument("--eval-episodes", type=int, default=40)
     add_options(parser, TrainConfig, TRAIN_OPTIONS)
@@ -143,9 +152,6 @@ def main() -> None:
         action=argparse.BooleanOptionalAction,
         default=True,
         help="also evaluate the base model (without the adapter) first",
-    )
-    parser.add_argument(
-        "--lora-target-modules", default=LORA_TARGETS, help="comma-separated"
     )
     args = parser.parse_args()
 
