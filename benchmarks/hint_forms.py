@@ -1,4 +1,4 @@
-"""What a cold-started policy does with each form of hint (hint injection), on the same seeds.
+r"""What a cold-started policy does with each form of hint (hint injection), on the same seeds.
 
 One cold start (the learning-curve protocol's settings; `--cold-start 0`: none, the
 base model as it is), then K episodes on each of the same evaluation-free training

@@ -1,4 +1,4 @@
-"""The trainer's rollout tokens/s beside this machine's decode roofline, in one run.
+r"""The trainer's rollout tokens/s beside this machine's decode roofline, in one run.
 
 Roofline: a plain decode loop with a KV cache (one prefill, then one token per
 step for every row) at batch 1, 4, 8 and 16, on the same model, precision and
