@@ -8,7 +8,8 @@ block naming the gold first call in prose) and `call syntax` (the current
 `trainer.rollout.Hint`: a `# Expert guidance` section with the gold policy's
 first reply written as the policy writes calls). For every episode it records
 success and its first reply: a tool call, the gold policy's first call, or a
-text answer that opens with an `<expert...>` tag (the hint's markup echoed). Each
+text answer that opens with an `<expert...>` tag (the hint's markup echoed); the
+file keeps every first reply beside the gold policy's. Each
 hinted arm is tested against `plain` by exact McNemar on episodes paired by seed
 and index within the seed's group.
 
@@ -68,10 +69,14 @@ def _first_call(message: dict[str, Any]) -> tuple[str, Any] | None:
     return function["name"], json.loads(function["arguments"] or "{}")
 
 
+def _first_assistant(episode: Any) -> dict[str, Any]:
+    """The episode's first assistant message ({} if it wrote none)."""
+    return next((m for m in episode.messages if m["role"] == "assistant"), {})
+
+
 def first_reply(episode: Any, gold: dict[str, Any]) -> dict[str, bool]:
     """How the episode's first reply relates to the gold policy's first reply."""
-    replies = [m for m in episode.messages if m["role"] == "assistant"]
-    reply = replies[0] if replies else {}
+    reply = _first_assistant(episode)
     first = _first_call(reply)
     return {
         "tool_call": first is not None,
@@ -157,6 +162,7 @@ def main() -> None:
         "adapter_sha256": adapter_digest(run.model),
         "seeds": seeds,
         "group_size": args.group_size,
+        "gold_first_replies": {s: h.first_turn for s, h in hints.items()},
     }
     successes: dict[str, list[bool]] = {}
     # plain first: the hinted arms pair with it
@@ -179,6 +185,11 @@ def main() -> None:
                 for key in ("tool_call", "gold_first_call", "echoes_tag")
             },
             "seconds": time.perf_counter() - began,
+            # what each episode answered first, to read beside gold's
+            "first_replies": [
+                {"seed": e.seed, "success": bool(e.success), **_first_assistant(e)}
+                for e in episodes
+            ],
         }
         print(
             f"{arm:<12} "
