@@ -35,7 +35,9 @@ from typing import Any
 
 from learning_curve import PROTOCOL, add_run_options, gemma_gguf
 
-ROOT = Path(__file__).resolve().parents[1]
+from factory.settings import add_options
+from trainer.config import TrainConfig
+
 SEED_BASE = 2_000_000  # training seeds, far from the demonstrations and evaluation
 ARMS = ("plain", "prose", "call syntax")
 
@@ -91,17 +93,21 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     add_run_options(parser)
-    parser.add_argument("--tool-format", default=PROTOCOL["tool_format"])
+    # the trainer's own declarations (type, range, help), with this script's defaults
+    add_options(
+        parser, TrainConfig,
+        ("group_size", "cold_start", "cold_start_epochs", "tool_format", "precision"),
+    )  # fmt: skip
+    parser.set_defaults(
+        group_size=4, cold_start=24, cold_start_epochs=1,
+        tool_format=PROTOCOL["tool_format"], precision="fp32",
+    )  # fmt: skip
     parser.add_argument(
         "--arms",
         default=",".join(ARMS),
         help=f"comma-separated, from: {', '.join(ARMS)}",
     )
     parser.add_argument("--seeds", type=int, default=8)
-    parser.add_argument("--group-size", type=int, default=4)
-    parser.add_argument("--cold-start", type=int, default=24)
-    parser.add_argument("--cold-start-epochs", type=int, default=1)
-    parser.add_argument("--precision", default="fp32")
     parser.add_argument("--out", type=Path, default=Path("hint_forms.json"))
     args = parser.parse_args()
     chosen = {arm.strip() for arm in args.arms.split(",") if arm.strip()}
@@ -112,7 +118,6 @@ def main() -> None:
 
     from factory.outputs import write_json
     from trainer import cold_start
-    from trainer.config import TrainConfig
     from trainer.evaluation import mcnemar, rate
     from trainer.experiment import adapter_digest
     from trainer.models import pad_id
