@@ -5,17 +5,22 @@ place with `os.replace`; a folder is built in a staging folder beside its
 destination and swapped in whole (`swap_in`), the earlier one removed only
 after the new one is in place. Temporaries carry their process id, so the next
 run clears those of dead processes (`recover`) and puts back a destination a
-kill left retired half way through a swap.
+kill left retired half way through a swap. Nothing is written through a symbolic
+link: a link where an output, a marker or a lock belongs is refused with an
+OSError naming it (every CLI prints it and exits 2), so a planted link can
+never make a tool overwrite or empty a file it did not write.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import glob
 import json
 import os
 import re
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,8 +44,44 @@ def alive(pid: int) -> bool:
     return True
 
 
+LINK_REFUSED = (
+    "is a symbolic link where an output belongs; remove it (nothing is written "
+    "through a link)"
+)
+
+
+def refuse_link(path: Path) -> None:
+    """An OSError naming `path` if a symbolic link stands there."""
+    if os.path.islink(path):
+        raise OSError(errno.ELOOP, LINK_REFUSED, str(path))
+
+
+def regular_file(path: Path) -> bool:
+    """Whether `path` is a regular file itself, not a link to one: a folder's marker
+    counts only so, since a planted link could name any file."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def open_own(path: Path, write: bool) -> int:
+    """A descriptor of `path` opened without following a link (O_NOFOLLOW) and, to
+    write, created if missing but never truncated: for a lock file."""
+    flags = os.O_CLOEXEC | os.O_NOFOLLOW
+    flags |= os.O_WRONLY | os.O_CREAT if write else os.O_RDONLY
+    try:
+        return os.open(path, flags, 0o666)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise OSError(errno.ELOOP, LINK_REFUSED, str(path)) from None
+        raise
+
+
 def write_text(path: Path, text: str) -> None:
-    """Write `path` whole or not at all (a temporary beside it, then `os.replace`)."""
+    """Write `path` whole or not at all (a temporary beside it, then `os.replace`);
+    a link at `path` is refused, not replaced."""
+    refuse_link(path)
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as stream:
@@ -89,7 +130,9 @@ def staging_beside(final: Path) -> Path:
 
 @contextlib.contextmanager
 def staged(final: Path) -> Iterator[Path]:
-    """A staging folder swapped in as `final` when the block ends; removed if it raises."""
+    """A staging folder swapped in as `final` when the block ends; removed if it raises
+    (a link at `final` is refused before any work)."""
+    refuse_link(final)
     staging = staging_beside(final)
     try:
         yield staging
@@ -106,6 +149,7 @@ def swap_in(staging: Path, final: Path) -> None:
     earlier output kept as `NAME.previous-PID`. A kill between the renames leaves
     the earlier output retired beside `final`, which `recover` puts back.
     """
+    refuse_link(final)
     retired = final.with_name(f".{final.name}.{OLD}-{os.getpid()}")
     shutil.rmtree(retired, ignore_errors=True)
     if final.exists():

@@ -310,7 +310,7 @@ def serve(
                 "routing settings (--mode, --top-p, --calibration, --example-tokens, "
                 "--task-tokens) need --adapters; drop them to serve the base model"
             )
-    server = make_server(None, host, port)
+    server = make_server(None, host, port, settings.max_connections)
     try:
         served = served_backend(settings, backend, precision)
         attach(server, RoutedChat(served, settings.batch_size, settings.max_queue))

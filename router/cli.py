@@ -138,7 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "help": "port to listen on"}),
             ("--backend", {"choices": BACKENDS, "default": "transformers",
                            "help": "vllm: a vLLM server (--vllm-url) generates with the adapters"}),
-        ), (_routing(*routing, "mode", "tool_format", "batch_size", "max_queue", "vllm_url",
+        ), (_routing(*routing, "mode", "tool_format", "batch_size", "max_queue",
+                     "max_connections", "vllm_url",
                      required=()), Derived(TrainConfig, ("precision",)))),
     }
     # fmt: on

@@ -10,16 +10,24 @@ instead. The route is reported in the response (`route`) and the
 `X-Trace-Route` header. Requests that arrive together are decoded in one
 batch per route (`router.batching`). Written on the standard library's
 threading HTTP server: a thread per connection waits for its batch, and no web
-framework is needed.
+framework is needed. What a slow or hostile client can hold is bounded: each
+request must arrive whole (request line, headers and body) within
+`READ_TIMEOUT_S` of its first byte being awaited, and at most `max_connections`
+connections are served at once (one more is answered 503 at accept, with no
+thread of its own).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import json
+import math
 import select
 import socket
 import sys
+import threading
 import time
 import uuid
 from collections import OrderedDict
@@ -40,7 +48,9 @@ from trainer.parsing import parse_tool_calls
 ROUTER_MODEL = "trace-router"
 MAX_BODY = 8_000_000
 LISTEN_BACKLOG = 128  # connections the kernel queues before the server takes them
-READ_TIMEOUT_S = 30.0  # a request not read whole within this is dropped
+READ_TIMEOUT_S = 30.0  # a request (line, headers, body) not read whole within this is dropped
+WRITE_TIMEOUT_S = 30.0  # a client that takes no more of its answer within this is dropped
+MAX_CONNECTIONS = 128  # connections served at once; one more is answered 503 at accept
 MAX_ROUTES = 10_000
 CHAT_MAX_TOKENS = 256  # a chat reply's tokens when the request gives no max_tokens
 BATCH_SIZE = 8  # requests decoded together (1: one at a time)
@@ -422,14 +432,65 @@ def _validation_message(exc: ValidationError) -> str:
     return f"{where}: {first['msg']}{hint}"
 
 
+class _DeadlineReader(io.RawIOBase):
+    """A connection's bytes, each read waiting only for what is left of the request's
+    deadline: socketserver's `timeout` bounds one read, so a client sending a byte
+    at a time would otherwise hold its thread for as long as it likes."""
+
+    def __init__(self, connection: socket.socket) -> None:
+        self.connection = connection
+        self.deadline = math.inf
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the request was not read whole in time")
+        self.connection.settimeout(left)
+        return self.connection.recv_into(buffer)
+
+
 def make_handler(chat: RoutedChat) -> type[BaseHTTPRequestHandler]:
     """A request handler class bound to `chat`."""
+    deadline_s = READ_TIMEOUT_S
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
-        timeout = (
-            READ_TIMEOUT_S  # a client that stops mid-request is dropped, not waited on
-        )
+
+        def setup(self) -> None:
+            super().setup()
+            self.reader = _DeadlineReader(self.connection)
+            self.rfile = io.BufferedReader(self.reader)
+
+        def handle_one_request(self) -> None:
+            """One request, read whole (idle wait included) before its deadline; the
+            stdlib's handler closes the connection on the TimeoutError past it."""
+            self.reader.deadline = time.monotonic() + deadline_s
+            super().handle_one_request()
+
+        def parse_request(self) -> bool:
+            """The stdlib's parser, less HTTP/0.9: a request line without a version
+            gets 400 at once instead of a wait for headers that never come."""
+            words = str(self.raw_requestline, "iso-8859-1").split()
+            if 0 < len(words) < 3:
+                self.requestline = printable(" ".join(words))[:200]
+                self.request_version, self.command = self.protocol_version, None
+                self.close_connection = True
+                self._send(
+                    *_error(400, "a request line is METHOD PATH HTTP/1.1"),
+                    headers={"Connection": "close"},
+                )
+                return False
+            return super().parse_request()
+
+        def __getattr__(self, name: str) -> Any:
+            """Every method that is not GET or POST (HEAD, TRACE, CONNECT, made-up
+            ones) answers 405 with Allow, not the stdlib's 501."""
+            if name.startswith("do_"):
+                return self._not_allowed
+            raise AttributeError(name)
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
             """One line per request on stderr: client, request line, status (escaped:
@@ -445,6 +506,7 @@ def make_handler(chat: RoutedChat) -> type[BaseHTTPRequestHandler]:
             headers: dict[str, str] | None = None,
         ) -> None:
             data = json.dumps(body).encode()
+            self.connection.settimeout(WRITE_TIMEOUT_S)  # reads left it at their deadline
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
@@ -453,7 +515,8 @@ def make_handler(chat: RoutedChat) -> type[BaseHTTPRequestHandler]:
             for name, value in (headers or {}).items():
                 self.send_header(name, value)
             self.end_headers()
-            self.wfile.write(data)
+            if self.command != "HEAD":  # a HEAD answer has headers only
+                self.wfile.write(data)
 
         def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
             if self.path.rstrip("/") in ("/v1/models", "/models"):
@@ -490,8 +553,6 @@ def make_handler(chat: RoutedChat) -> type[BaseHTTPRequestHandler]:
                 headers={"Allow": "GET, POST"},
             )
 
-        do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _not_allowed  # noqa: N815 - stdlib names
-
         def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
             endpoint = ENDPOINTS.get(self.path.rstrip("/").removeprefix("/v1"))
             if endpoint is None:
@@ -518,9 +579,14 @@ def make_handler(chat: RoutedChat) -> type[BaseHTTPRequestHandler]:
                     )
                 )
                 return
+            body = self.rfile.read(length)
+            if len(body) < length:  # the client closed before its body was whole
+                self.close_connection = True
+                return
+            self.reader.deadline = math.inf  # read whole: decoding may take its time
             try:
                 # The stdlib parser: it accepts what JSON allows (lone surrogates too).
-                payload = json.loads(self.rfile.read(length))
+                payload = json.loads(body)
             except (ValueError, RecursionError) as exc:
                 self._send(*_error(400, f"body: invalid JSON ({str(exc)[:200]})"))
                 return
@@ -571,11 +637,54 @@ ENDPOINTS: dict[str, tuple[type[Sampling], Callable[..., dict[str, Any]]]] = {
 }
 
 
+# What a connection over `max_connections` is told before it is closed.
+BUSY = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+    b"Retry-After: 1\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s"
+)
+
+
 class Server(ThreadingHTTPServer):
-    """socketserver's listen backlog is 5: a burst of clients would get connection
-    resets before any thread could take them."""
+    """The threading server with its connections bounded (socketserver starts a
+    thread for each without limit); its listen backlog is LISTEN_BACKLOG, not
+    socketserver's 5, so a burst of clients is not reset before a thread takes it."""
 
     request_queue_size = LISTEN_BACKLOG
+    daemon_threads = True
+
+    def __init__(
+        self, address: tuple[str, int], handler: Any, max_connections: int
+    ) -> None:
+        super().__init__(address, handler)
+        self.max_connections = max_connections
+        self.open_connections = 0
+        self.counting = threading.Lock()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """A thread for the connection, or 503 at once when `max_connections` are open."""
+        with self.counting:
+            full = self.open_connections >= self.max_connections
+            self.open_connections += not full
+        if not full:
+            super().process_request(request, client_address)
+            return
+        body = json.dumps(
+            _error(503, f"the server has {self.max_connections} connections open; "
+                   "retry", "overloaded")[1]
+        ).encode()  # fmt: skip
+        request.setblocking(False)  # the accept loop never waits on this client
+        with contextlib.suppress(OSError):
+            request.sendall(BUSY % (len(body), body))
+            while request.recv(65536):  # what it sent, read so that close is no reset
+                pass
+        self.shutdown_request(request)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self.counting:
+                self.open_connections -= 1
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """One line, not socketserver's traceback: a client that resets its
@@ -589,20 +698,29 @@ class Server(ThreadingHTTPServer):
             )
 
 
-def make_server(chat: RoutedChat | None, host: str, port: int) -> ThreadingHTTPServer:
-    """The HTTP server (not yet serving); port 0 picks a free one.
+def make_server(
+    chat: RoutedChat | None,
+    host: str,
+    port: int,
+    max_connections: int = MAX_CONNECTIONS,
+) -> ThreadingHTTPServer:
+    """The HTTP server (not yet serving); port 0 picks a free one; at most
+    `max_connections` connections are served at once.
 
     With `chat` None the port is taken before the model loads (a port in use is
     refused in a second, not after minutes of loading); `serve(server, chat)`
     then attaches the routed agent.
     """
     try:
-        server = Server((host, port), make_handler(chat) if chat is not None else None)
+        server = Server(
+            (host, port),
+            make_handler(chat) if chat is not None else None,
+            max_connections,
+        )
     except OSError as exc:
         raise RouterError(
             f"cannot listen on {host}:{port} ({exc}); choose another --port"
         ) from None
-    server.daemon_threads = True
     return server
 
 

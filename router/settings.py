@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict
 
 from factory.settings import setting
 from router.prompt import EXAMPLE_TOKENS, TASK_TOKENS
-from router.serve import BATCH_SIZE, MAX_QUEUE
+from router.serve import BATCH_SIZE, MAX_CONNECTIONS, MAX_QUEUE
 from trainer.settings import ToolFormat
 
 # Why batch calibration is refused where no batch of requests exists.
@@ -86,3 +86,10 @@ class RouterSettings(RoutingSettings):
         MAX_QUEUE, "requests that may wait; more are answered 503 with Retry-After", ge=1,
         le=100_000,
     )  # fmt: skip
+    max_connections: int = setting(
+        MAX_CONNECTIONS,
+        "connections served at once (a thread each); one more is answered 503 with "
+        "Retry-After at accept",
+        ge=1,
+        le=10_000,
+    )

@@ -8,6 +8,7 @@ sections it reads, so changing one setting redoes exactly the stages it feeds.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
@@ -418,11 +419,52 @@ def read_config(path: Path, overrides: Sequence[str] = ()) -> dict[str, Any]:
 def load_config(path: Path, overrides: Sequence[str] = ()) -> PipelineConfig:
     """Read and check a config file (with `--set` overrides); any problem is a
     PipelineError naming the key."""
-    return check_config(read_config(path, overrides), path)
+    return check_config(read_config(path, overrides), path, overrides)
 
 
-def check_config(data: dict[str, Any], path: Path) -> PipelineConfig:
-    """The config `read_config` gave for `path`, checked: a PipelineError names the key."""
+def _numbers(
+    data: Any, model: type[BaseModel] = PipelineConfig, prefix: str = ""
+) -> tuple[str, str] | None:
+    """The first number setting given a boolean or a NaN or infinite value, with what
+    is wrong: pydantic would take `true` as 1 and call NaN out of range."""
+    if not isinstance(data, dict):
+        return None
+    for key, value in data.items():
+        field = model.model_fields.get(key) if isinstance(key, str) else None
+        if field is None:
+            continue
+        kind, where = field.annotation, f"{prefix}{key}"
+        if isinstance(kind, type) and issubclass(kind, BaseModel):
+            found = _numbers(value, kind, where + ".")
+            if found is not None:
+                return found
+            continue
+        numeric = {int, float} & {kind, *get_args(kind)}
+        values = value.items() if isinstance(value, dict) else [("", value)]
+        for inner, item in values:
+            named = f"{where}.{inner}" if inner else where
+            if numeric and isinstance(item, bool):
+                return named, f"{item} is a boolean, not a number; give a number"
+            if isinstance(item, float) and not math.isfinite(item):
+                return named, f"{item} is not a finite number; give a finite number"
+    return None
+
+
+def check_config(
+    data: dict[str, Any], path: Path, overrides: Sequence[str] = ()
+) -> PipelineConfig:
+    """The config `read_config` gave for `path` with `overrides`, checked: a
+    PipelineError names the key, and the `--set` that gave it where one did."""
+
+    def where(key: str) -> str:
+        given = [
+            o for o in overrides if f"{key}.".startswith(o.partition("=")[0] + ".")
+        ]
+        return f"--set {given[-1][:200]}" if given else f"config {path}: {key}"
+
+    found = _numbers(data)
+    if found is not None:
+        raise PipelineError(f"{where(found[0])}: {found[1]}")
     try:
         return PipelineConfig.model_validate(data)
     except ValidationError as exc:
@@ -431,6 +473,4 @@ def check_config(data: dict[str, Any], path: Path) -> PipelineConfig:
             "extra_forbidden": "remove it (see examples/pipelines/ for the known keys)",
             "invalid_key": "write the key as a name (see examples/pipelines/)",
         }.get(error["type"], "fix its value")
-        raise PipelineError(
-            f"config {path}: {_where(error)}: {error['msg']}; {fix}"
-        ) from None
+        raise PipelineError(f"{where(_where(error))}: {error['msg']}; {fix}") from None

@@ -94,12 +94,15 @@ def status(root: Path) -> list[StageStatus]:
 
 
 def preflight(config: PipelineConfig) -> None:
-    """Refuse, before any stage runs, what the config names that is not on this
-    machine: the model, the target's kit, vLLM for `train.backend: vllm`, tau2-bench
-    and the splits (and their sizes) of a tau2 target (each would otherwise fail
-    only after the stages before it, hours in)."""
+    """Refuse, before any stage runs or the run folder is made, what the config
+    names that is not on this machine: the model, its chat template file, the
+    target's kit, a gym target's environment, a trajectories target's runs, vLLM
+    for `train.backend: vllm`, tau2-bench and the splits (and their sizes) of a tau2
+    target (each would otherwise fail only after the stages before it, hours in)."""
     from factory.analyze.pipeline import resolve_target
     from factory.errors import FactoryError
+    from trainer.chat_templates import BUILTIN, template_file
+    from trainer.envs import resolve_env
     from trainer.errors import TrainerError
     from trainer.models import check_model
     from trainer.settings import check_backend
@@ -108,7 +111,16 @@ def preflight(config: PipelineConfig) -> None:
     try:
         if config.model != "tiny":
             check_model(config.model, "model")
+        if config.chat_template is not None and config.chat_template not in BUILTIN:
+            template_file(config.chat_template)
         resolve_target(target.kit, "target.kit")
+        if target.kind == "gym":
+            resolve_env(str(target.env))
+        if target.kind == "trajectories" and not Path(str(target.trajectories)).exists():
+            raise PipelineError(
+                f"target.trajectories: {target.trajectories} does not exist; give a "
+                "file or folder of runs"
+            )
         check_backend(config.train.backend, "train.backend:")
         if target.kind == "tau2":
             from trace_pipeline.targets.tau2 import check_splits
@@ -137,7 +149,7 @@ def run(
             f"--from {start}: not a stage; choose one of {', '.join(NAMES)}"
         )
     data = read_config(config_file, overrides)
-    config = check_config(data, config_file)
+    config = check_config(data, config_file, overrides)
     preflight(config)
     folder = RunFolder(out)
     folder.open(config_file)
@@ -151,12 +163,8 @@ def run(
             text = f"# {one_line(config_file)} with --set {one_line(said)}\n" + (
                 yaml.safe_dump(data, sort_keys=False)
             )
-        if (
-            saved.is_symlink()
-            or not saved.is_file()
-            or saved.read_bytes() != text.encode()
-        ):
-            write_text(saved, text)  # replaces a link, never its target
+        if not saved.is_file() or saved.read_bytes() != text.encode():
+            write_text(saved, text)  # a link there was refused when the folder opened
         context = Context(config, folder, saved if overrides else config_file)
         if start is not None:  # forgotten first: a run killed half-way redoes them too
             for stage in STAGES[NAMES.index(start) :]:

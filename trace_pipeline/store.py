@@ -8,7 +8,9 @@ upstream manifests' hashes, the project version) and the sha256 of each file the
 stage wrote; a rerun skips a stage whose recorded key still matches and whose
 files are as written (an edited manifest or file makes the stage run again, as
 an edited file in a finished job makes the job play again). One run at a time
-holds the folder's lock.
+holds the folder's lock. Nothing is written through a link: a run folder is one
+whose marker is a regular file saying it was made by `trace run`, and a link
+among its own entries (marker, lock, stage folders, jobs) is refused by name.
 """
 
 from __future__ import annotations
@@ -24,11 +26,21 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from factory.outputs import recover, staged, unwritable_as, write_json
+from factory.outputs import (
+    LINK_REFUSED,
+    open_own,
+    recover,
+    regular_file,
+    staged,
+    unwritable_as,
+    write_json,
+    write_text,
+)
 from factory.version import project_version
 from trace_pipeline.errors import PipelineError
 
 MARKER = ".trace-run"  # in every run folder `trace run` made; nothing else is reused
+MARKED = "made by `trace run`\n"  # what the marker says
 MANIFEST = "manifest.json"
 DONE = ".done"  # in a finished job's folder (and the tiny model's), written last
 LOCK = ".lock"  # held by the run using the folder
@@ -88,6 +100,13 @@ def read_output(path: Path) -> Any:
         ) from None
 
 
+def _entries(folder: Path) -> list[Path]:
+    """What a real folder holds (nothing for one missing, a file or a link)."""
+    if folder.is_symlink() or not folder.is_dir():
+        return []
+    return list(folder.iterdir())
+
+
 class RunFolder:
     """The folder of one `trace run`: stage folders, manifests, and its lock."""
 
@@ -108,21 +127,43 @@ class RunFolder:
                 f"--out {root} holds the config file {config_file}, which a stage could "
                 "replace; keep configs outside the run folder (its own config.yaml is fine)"
             )
-        if root.is_dir() and any(root.iterdir()) and not (root / MARKER).is_file():
+        if root.is_dir() and any(root.iterdir()) and not self.made_here():
             raise PipelineError(
                 f"--out {root} is not empty and was not made by `trace run`; give a new "
                 "or empty folder"
             )
+        self.refuse_links()
         with unwritable_as(PipelineError, f"--out {root}"):
             root.mkdir(parents=True, exist_ok=True)
-            (root / MARKER).write_text("made by `trace run`\n", encoding="utf-8")
+            write_text(root / MARKER, MARKED)
         recover(root)
         recover(root / ".jobs")
+
+    def made_here(self) -> bool:
+        """Whether `trace run` made the folder: its marker is a regular file (a link
+        to one could name any file) saying so."""
+        marker = self.root / MARKER
+        try:
+            return regular_file(marker) and marker.read_text("utf-8") == MARKED
+        except (OSError, ValueError):
+            return False
+
+    def refuse_links(self) -> None:
+        """A link among the run's own entries (the folder's, its jobs', the tiny
+        model's) is refused by name: forgetting a stage, clearing a job or taking
+        the lock through it would touch a file the run did not write."""
+        for folder in (self.root, self.root / ".jobs", self.root / ".tiny-model"):
+            if folder.is_symlink():
+                raise PipelineError(f"{folder} {LINK_REFUSED}")
+            links = sorted(p.name for p in _entries(folder) if p.is_symlink())
+            if links:
+                raise PipelineError(f"{folder / links[0]} {LINK_REFUSED}")
 
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:
         """Hold the folder for this run; a second run at once is refused."""
-        handle = open(self.root / LOCK, "w")  # noqa: SIM115 - held for the block
+        with unwritable_as(PipelineError, f"--out {self.root}", "remove the link"):
+            handle = os.fdopen(open_own(self.root / LOCK, write=True), "w")
         try:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -137,8 +178,8 @@ class RunFolder:
     def running(self) -> bool:
         """Whether a `trace run` holds the folder now (looked at without writing)."""
         try:
-            handle = open(self.root / LOCK)  # noqa: SIM115 - closed below
-        except OSError:  # never run, or unreadable: nobody can hold it
+            handle = os.fdopen(open_own(self.root / LOCK, write=False))
+        except OSError:  # never run, unreadable, or a link: nobody can hold it
             return False
         with handle:
             try:  # shared: another look at the same moment is not refused

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from factory.outputs import unwritable_as
+from factory.outputs import regular_file, unwritable_as, write_text
 from trainer import checkpoint, distributed, env_calls
 from trainer.chat import ChatFormat
 from trainer.config import TrainConfig
@@ -31,7 +31,9 @@ MARKER = ".trace-trainer"
 
 
 def _written_by_trainer(out: Path) -> bool:
-    return (out / MARKER).is_file() or (out / "checkpoint" / "state.json").is_file()
+    """Whether `trainer train` wrote `out`: its marker or checkpoint is a regular file
+    (a link to one could name any file)."""
+    return regular_file(out / MARKER) or regular_file(out / "checkpoint" / "state.json")
 
 
 def check_out(
@@ -65,8 +67,9 @@ def check_out(
             raise TrainerError(
                 f"--out {out} overlaps the input {given}; write the adapter to its own folder"
             )
-    entries = [p for p in out.iterdir() if p.name != MARKER] if out.is_dir() else []
-    links = [p.name for p in entries if p.is_symlink()]
+    found = list(out.iterdir()) if out.is_dir() else []
+    entries = [p for p in found if p.name != MARKER]
+    links = [p.name for p in found if p.is_symlink()]
     if links:
         raise TrainerError(
             f"--out {out} holds symbolic links ({', '.join(sorted(links)[:3])}); "
@@ -94,7 +97,7 @@ def claim_out(out: Path) -> None:
     refused run leaves nothing, and no folder it did not write becomes its own)."""
     with unwritable_as(TrainerError, f"--out {out}"):
         out.mkdir(parents=True, exist_ok=True)
-        (out / MARKER).write_text("written by `trainer train`\n", encoding="utf-8")
+        write_text(out / MARKER, "written by `trainer train`\n")
 
 
 def check_prompt(

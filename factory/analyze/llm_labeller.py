@@ -24,6 +24,7 @@ from factory.analyze.specs import snake_name
 from factory.archetypes import archetypes
 from factory.errors import FactoryError
 from factory.llm import chat, json_payload, openai_client
+from factory.outputs import write_text
 from factory.trajectory.labels import Capability, Judgement, Label
 from factory.trajectory.records import Trajectory
 
@@ -165,7 +166,7 @@ class LLMLabeller:
                 ]
                 continue
             self.cache_dir.mkdir(parents=True, exist_ok=True)
-            cached.write_text(answer.model_dump_json(), encoding="utf-8")
+            write_text(cached, answer.model_dump_json())
             return answer
         raise FactoryError(
             f"model {self.model} gave no valid JSON after {self.max_retries} tries: {problem}"

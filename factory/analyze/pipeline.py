@@ -28,7 +28,13 @@ from factory.analyze.statistics import Labelled, Selection, bootstrap, majority,
 from factory.analyze.truth import load_truth, score
 from factory.errors import FactoryError
 from factory.kits import kits as load_kits
-from factory.outputs import recover, staging_beside, swap_in, unwritable_as
+from factory.outputs import (
+    recover,
+    regular_file,
+    staging_beside,
+    swap_in,
+    unwritable_as,
+)
 from factory.spec import InlineTarget
 from factory.trajectory.labels import Capability, Judgement, Label
 from factory.trajectory.records import Trajectory, write_jsonl
@@ -146,7 +152,7 @@ def refuse_overwrite(output: Path, force: bool, inputs: Sequence[Path] = ()) -> 
         raise FactoryError(
             f"{output} exists and is not empty; pass --force to replace it"
         )
-    if not (output / MARKER).is_file():
+    if not regular_file(output / MARKER):
         raise FactoryError(
             f"{output} was not written by factory analyze (no {MARKER}); --force "
             "replaces only analyze's own outputs: choose another --out"

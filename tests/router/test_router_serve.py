@@ -610,3 +610,135 @@ def test_stop_strings_never_cut_the_echoed_prompt_and_n_is_bounded(
             )
     finally:
         stop()
+
+
+@pytest.mark.parametrize("method", ["HEAD", "TRACE", "CONNECT", "BREW"])
+def test_methods_the_stdlib_answers_501_get_405_too(served, method) -> None:
+    _, _, port = served
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    connection.request(method, "/v1/chat/completions")
+    response = connection.getresponse()
+    assert response.status == 405 and response.getheader("Allow") == "GET, POST"
+    body = response.read()
+    assert body == b"" if method == "HEAD" else json.loads(body)["error"]["code"] == 405
+
+
+@pytest.mark.parametrize("line", [b"GET /health\r\n", b"BREW\r\n"])
+def test_a_request_line_without_a_version_gets_400_at_once(served, line) -> None:
+    _, _, port = served
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as client:
+        client.sendall(line)
+        began = time.monotonic()
+        answer = b""
+        while chunk := client.recv(4096):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 400 "), answer
+    assert b"METHOD PATH HTTP/1.1" in answer
+    assert time.monotonic() - began < 5  # answered, not left to the read deadline
+
+
+def _rss_kib() -> int:
+    """This process's resident memory (the server's threads live in it)."""
+    for line in open("/proc/self/status", encoding="ascii"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS in /proc/self/status")
+
+
+def test_slow_clients_are_dropped_at_the_deadline_beside_normal_traffic(
+    monkeypatch,
+) -> None:
+    """50 clients dribbling a byte every 0.2 s (the request line, the headers, or the
+    body) are dropped once the whole-request deadline passes, although each read
+    comes well inside it; normal requests meanwhile are answered; threads stay
+    bounded by the connection cap."""
+    import router.serve
+
+    monkeypatch.setattr(router.serve, "READ_TIMEOUT_S", 2.0)
+    server = make_server(RoutedChat(ScriptedBackend()), "127.0.0.1", 0, 60)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    before = threading.active_count()
+    held: list[float] = []
+    openings = [
+        b"POST /v1/chat/completions HTTP/1.1\r\n",
+        b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: 100000\r\n\r\n",
+        b"",  # the request line itself, a byte at a time
+    ]
+
+    def dribble(index: int) -> None:
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as client:
+            began = time.monotonic()
+            client.sendall(openings[index % 3])
+            client.settimeout(0.2)
+            try:
+                for _ in range(300):  # at most a minute of dribbling
+                    client.sendall(b"x" if index % 3 else b"G")
+                    try:
+                        if client.recv(4096) == b"":
+                            break  # dropped
+                    except TimeoutError:
+                        continue
+            except OSError:
+                pass  # reset: dropped too
+            held.append(time.monotonic() - began)
+
+    slow = [threading.Thread(target=dribble, args=(i,)) for i in range(50)]
+    for thread in slow:
+        thread.start()
+    time.sleep(0.5)
+    peak = threading.active_count()
+    statuses = []
+    for index in range(10):
+        connection = _post(port, f"hi alpha {index}")
+        statuses.append(connection.getresponse().status)
+        connection.close()
+    for thread in slow:
+        thread.join(timeout=60)
+    server.shutdown()
+    server.server_close()
+    assert statuses == [200] * 10
+    assert len(held) == 50 and max(held) < 10, sorted(held)[-5:]
+    # the 50 clients' threads, the test's own 50, and the serving thread
+    assert peak - before <= 50 + 50 + 2
+
+
+def test_three_hundred_concurrent_clients_are_answered_or_refused() -> None:
+    """Past the connection cap a client gets 503 with Retry-After at once (no thread
+    is started for it); every other one its answer; five rounds leave the process's
+    memory where it was after the first."""
+    server = make_server(RoutedChat(ScriptedBackend()), "127.0.0.1", 0, 32)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    body = json.dumps({"messages": [{"role": "user", "content": "hi alpha"}]})
+    rss, refused = [], []
+    try:
+        for _ in range(5):
+            statuses: list[tuple[int, str | None]] = []
+            start = threading.Barrier(300)
+
+            def ask() -> None:
+                connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+                start.wait()
+                connection.request("POST", "/v1/chat/completions", body,
+                                   {"Content-Type": "application/json"})  # fmt: skip
+                response = connection.getresponse()
+                response.read()
+                statuses.append((response.status, response.getheader("Retry-After")))
+                connection.close()
+
+            threads = [threading.Thread(target=ask) for _ in range(300)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(timeout=120)
+            assert len(statuses) == 300
+            assert {s for s in statuses if s[0] != 200} <= {(503, "1")}
+            assert sum(s[0] == 200 for s in statuses) >= 32
+            refused.append(sum(s[0] == 503 for s in statuses))
+            rss.append(_rss_kib())
+    finally:
+        server.shutdown()
+        server.server_close()
+    print(f"RSS after each round (KiB): {rss}; refused per round: {refused}")
+    assert rss[-1] - rss[0] < 64 * 1024, rss
