@@ -460,7 +460,7 @@ def check_config(
         given = [
             o for o in overrides if f"{key}.".startswith(o.partition("=")[0] + ".")
         ]
-        return f"--set {given[-1][:200]}" if given else f"config {path}: {key}"
+        return f"--set {given[-1][:200]}: {key}" if given else f"config {path}: {key}"
 
     found = _numbers(data)
     if found is not None:

@@ -105,6 +105,15 @@ def test_cli_analyze_then_generate(tmp_path, capsys) -> None:
     assert "result             PASS" in capsys.readouterr().out
     # The output folder is not overwritten without --force.
     assert main(["analyze", str(runs), "--target", "airline", "--out", str(out)]) == 2
+    # Nor with --force where its marker is a link: that names no folder analyze wrote.
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine")
+    (foreign / ".trace-analysis").symlink_to(out / ".trace-analysis")
+    argv = ["analyze", str(runs), "--target", "airline", "--out", str(foreign)]
+    assert main([*argv, "--force"]) == 2
+    assert "was not written by factory analyze" in capsys.readouterr().err
+    assert (foreign / "notes.txt").read_text() == "mine"
 
 
 def test_custom_target_gives_an_inline_spec(tmp_path) -> None:

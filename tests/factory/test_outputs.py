@@ -111,3 +111,37 @@ def test_recover_clears_dead_runs_and_puts_back_a_retired_output(
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         [".unrelated", "run", live.name]
     )
+
+
+def test_nothing_is_written_through_a_link(tmp_path: Path) -> None:
+    """A link where a file, a lock or a folder of ours belongs is refused by name
+    (ELOOP), and what it points at is left as it was."""
+    import errno
+
+    from factory.outputs import open_own, regular_file
+
+    precious = tmp_path / "notes.txt"
+    precious.write_text("data")
+    link = tmp_path / "out.json"
+    link.symlink_to(precious)
+    for write in (
+        lambda: write_json(link, {"a": 1}),
+        lambda: open_own(link, write=True),
+        lambda: open_own(link, write=False),
+    ):
+        with pytest.raises(OSError) as refused:
+            write()
+        assert refused.value.errno == errno.ELOOP and refused.value.filename == str(link)
+        assert "symbolic link" in refused.value.strerror
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "keep").write_text("k")
+    final = tmp_path / "stage"
+    final.symlink_to(folder)
+    with pytest.raises(OSError, match="symbolic link"), staged(final) as staging:
+        (staging / "new").write_text("n")
+    staging = staging_beside(tmp_path / "other")
+    with pytest.raises(OSError, match="symbolic link"):
+        swap_in(staging, final)
+    assert precious.read_text() == "data" and os.listdir(folder) == ["keep"]
+    assert regular_file(precious) and not regular_file(link) and not regular_file(folder)

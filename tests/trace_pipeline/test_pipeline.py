@@ -205,8 +205,9 @@ def test_set_values_are_yaml_and_bad_ones_exit_2_naming_them(
         ("model.name=x", "model is not a section"),
         ("train.cold_start=[", "the value is not YAML"),
         ("train.cold_start=" + "[" * 5000, "the value is not YAML"),
-        ("train.nosuch=1", "train.nosuch"),
-        ("precision=fp64", "precision"),
+        ("train.nosuch=1", "--set train.nosuch=1: train.nosuch"),
+        ("precision=fp64", "--set precision=fp64: precision"),
+        ("train.iterations=true", "--set train.iterations=true: train.iterations: True"),
     ]:
         assert main(["run", str(TINY), "--out", out, "--set", bad]) == 2, bad
         error = capsys.readouterr().err
@@ -481,6 +482,26 @@ def test_a_stage_or_job_edited_by_hand_is_done_again(tmp_path: Path) -> None:
             "model: tiny\ntarget: {kind: tau2, tau2: {domain: mock}}\n",
             "target.kit: 'mock'",
         ),
+        # Found before any stage, not after the tiny model is built and collect begun.
+        ("model: tiny\ntarget: {kind: gym, env: NoSuch-v0}\n", "unknown environment"),
+        (
+            "model: tiny\ntarget: {kind: trajectories, trajectories: /nonexistent}\n",
+            "target.trajectories: /nonexistent does not exist",
+        ),
+        ("model: tiny\nchat_template: /nonexistent.jinja\n", "neither a built-in"),
+        (
+            "model: tiny\ngenerate: {max_packages: true}\n",
+            "generate.max_packages: True is a boolean, not a number",
+        ),
+        (
+            "model: tiny\ntarget: {difficulty: {say_done: false}}\n",
+            "target.difficulty.say_done: False is a boolean",
+        ),
+        (
+            "model: tiny\ntrain: {temperature: .nan}\n",
+            "train.temperature: nan is not a finite number",
+        ),
+        ("model: tiny\nroute: {top_p: -.inf}\n", "route.top_p: -inf is not a finite"),
     ],
 )
 def test_a_bad_config_exits_2_naming_the_key(
@@ -491,6 +512,7 @@ def test_a_bad_config_exits_2_naming_the_key(
     assert main(["run", str(config), "--out", str(tmp_path / "out")]) == 2
     error = capsys.readouterr().err
     assert named in error and "Traceback" not in error
+    assert not (tmp_path / "out").exists()  # a refused run leaves no folder
 
 
 def test_missing_config_foreign_out_and_a_second_run_exit_2(
@@ -504,7 +526,7 @@ def test_missing_config_foreign_out_and_a_second_run_exit_2(
     assert (foreign / "mine.txt").read_text() == "keep"
     busy = tmp_path / "busy"
     busy.mkdir()
-    (busy / ".trace-run").write_text("")
+    (busy / ".trace-run").write_text("made by `trace run`\n")
     with open(busy / ".lock", "w") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
         assert main(["run", str(TINY), "--out", str(busy)]) == 2
@@ -518,7 +540,7 @@ def test_a_pipe_a_linked_config_and_a_foreign_manifest_are_handled(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
     """A config that is a pipe is refused before --out is made (it would block); the
-    run folder's config.yaml that is a link is replaced, never its target; a
+    run folder's config.yaml that is a link is refused by name, its target kept; a
     manifest this tool did not write counts as changed; status names a folder that
     is not there."""
     pipe = tmp_path / "pipe.yaml"
@@ -529,14 +551,16 @@ def test_a_pipe_a_linked_config_and_a_foreign_manifest_are_handled(
     precious = tmp_path / "precious.yaml"
     precious.write_text("mine\n")
     config = tmp_path / "c.yaml"
-    config.write_text("model: tiny\ntarget: {kind: trajectories, trajectories: none}\n")
+    config.write_text("model: tiny\n")
     run = tmp_path / "run"
     run.mkdir()
-    (run / ".trace-run").write_text("")
+    (run / ".trace-run").write_text("made by `trace run`\n")
     (run / "config.yaml").symlink_to(precious)
-    assert main(["run", str(config), "--out", str(run)]) == 2  # no runs at `none`
+    assert main(["run", str(config), "--out", str(run)]) == 2
+    assert f"{run / 'config.yaml'} is a symbolic link" in capsys.readouterr().err
     assert precious.read_text() == "mine\n"
-    assert (run / "config.yaml").read_text() == config.read_text()
+    (run / "config.yaml").unlink()
+    (run / "config.yaml").write_text(config.read_text())
     (run / "collect").mkdir()
     (run / "collect" / "manifest.json").write_text(
         '{"key": "k", "wall_seconds": "soon"}'

@@ -394,6 +394,14 @@ def test_hostile_out_folders_are_refused(tiny_model_dir, tmp_path, capsys) -> No
     (linked / "metrics.jsonl").symlink_to(victim)
     _fails(capsys, _train(tiny_model_dir, linked, "--force"), "symbolic links")
     assert victim.read_text() == "mine"
+    marked = tmp_path / "marked"  # a marker that is a link makes no folder the trainer's
+    marked.mkdir()
+    (marked / ".trace-trainer").symlink_to(victim)
+    (marked / "notes.txt").write_text("mine")
+    _fails(capsys, _train(tiny_model_dir, marked, "--force"), "symbolic links")
+    (marked / "notes.txt").unlink()
+    _fails(capsys, _train(tiny_model_dir, marked), "symbolic links")
+    assert victim.read_text() == "mine"
     _fails(capsys, _train(tiny_model_dir, tmp_path / ("a" * 300)), "File name too long")
     _fails(
         capsys,
