@@ -300,15 +300,22 @@ def generate(
     check_seeds(seeds)
     if choose_backend(spec, codegen.backend) == "template":
         check_settings(spec, seeds)
+    made = [p for p in (Path(output_dir), *Path(output_dir).parents) if not p.exists()]
     output_dir = _prepare_output(output_dir)
-    with _terminate_cleanly(), _output_lock(output_dir):
-        try:
-            recover(output_dir, spec.name)  # dead builds; a swap a kill cut short
-            return _build(spec, output_dir, force, validate, seeds, codegen)
-        except OSError as exc:
-            if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC):
-                raise FactoryError(
-                    f"cannot write in {output_dir}: {exc.strerror}; free space or pass "
-                    "a writable --out"
-                ) from None
-            raise
+    try:
+        with _terminate_cleanly(), _output_lock(output_dir):
+            try:
+                recover(output_dir, spec.name)  # dead builds; a swap a kill cut short
+                return _build(spec, output_dir, force, validate, seeds, codegen)
+            except OSError as exc:
+                if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC):
+                    raise FactoryError(
+                        f"cannot write in {output_dir}: {exc.strerror}; free space or "
+                        "pass a writable --out"
+                    ) from None
+                raise
+    except BaseException:
+        for folder in made:  # a refused build leaves no --out it made (rmdir: if empty)
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
