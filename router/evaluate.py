@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
+from factory.markdown import cell
 from router.modes import Route, uniform_merge
 from router.routed import Router, Task, play
 from router.scorer import Scores
@@ -313,7 +314,9 @@ def markdown(report: dict[str, Any]) -> str:
         "## Routing accuracy (95% Wilson intervals)",
         "",
         "| mode | accuracy | "
-        + " | ".join(f"{t} precision | {t} recall" for t in report["labels"].values())
+        + " | ".join(
+            f"{cell(t)} precision | {cell(t)} recall" for t in report["labels"].values()
+        )
         + " |",
         "|---|---|" + "---|---|" * len(report["labels"]),
     ]
@@ -322,7 +325,7 @@ def markdown(report: dict[str, Any]) -> str:
         for target in report["labels"].values():
             per = row["per_class"][target]
             cells += [interval(per["precision"]), interval(per["recall"])]
-        lines.append(f"| {mode} | " + " | ".join(cells) + " |")
+        lines.append(f"| {cell(mode)} | " + " | ".join(cells) + " |")
     lines += [
         "",
         "## Task success (95% Wilson intervals)",
@@ -331,7 +334,7 @@ def markdown(report: dict[str, Any]) -> str:
         "|---|---|---|",
     ]
     for name, row in report["success"].items():
-        lines.append(f"| {name} | {interval(row)} | {row['reward_mean']:.3f} |")
+        lines.append(f"| {cell(name)} | {interval(row)} | {row['reward_mean']:.3f} |")
     by_need = success_by_need(report["per_task"])
     sizes = {
         n: sum(t["truth"] == n for t in report["per_task"])
@@ -343,13 +346,15 @@ def markdown(report: dict[str, Any]) -> str:
         "## Task success by the task's true need",
         "",
         "| condition | "
-        + " | ".join(f"{n} ({sizes[n]} task{'s' * (sizes[n] > 1)})" for n in needs)
+        + " | ".join(
+            f"{cell(n)} ({sizes[n]} task{'s' * (sizes[n] > 1)})" for n in needs
+        )
         + " |",
         "|---|" + "---|" * len(needs),
     ]
     for name, row in by_need.items():
         cells = [f"{row[n][0]}/{row[n][1]}" for n in needs]
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        lines.append(f"| {cell(name)} | " + " | ".join(cells) + " |")
     lines += [
         "",
         "## Paired comparisons (same tasks, exact McNemar)",
@@ -359,7 +364,7 @@ def markdown(report: dict[str, Any]) -> str:
     ]
     for name, row in report["paired"].items():
         lines.append(
-            f"| {name} | {row['only_first']} | {row['only_second']} | {row['p_value']:.4g} |"
+            f"| {cell(name)} | {row['only_first']} | {row['only_second']} | {row['p_value']:.4g} |"
         )
     lines += [
         "",

@@ -48,8 +48,12 @@ from trainer.parsing import parse_tool_calls
 ROUTER_MODEL = "trace-router"
 MAX_BODY = 8_000_000
 LISTEN_BACKLOG = 128  # connections the kernel queues before the server takes them
-READ_TIMEOUT_S = 30.0  # a request (line, headers, body) not read whole within this is dropped
-WRITE_TIMEOUT_S = 30.0  # a client that takes no more of its answer within this is dropped
+READ_TIMEOUT_S = (
+    30.0  # a request (line, headers, body) not read whole within this is dropped
+)
+WRITE_TIMEOUT_S = (
+    30.0  # a client that takes no more of its answer within this is dropped
+)
 MAX_CONNECTIONS = 128  # connections served at once; one more is answered 503 at accept
 MAX_ROUTES = 10_000
 CHAT_MAX_TOKENS = 256  # a chat reply's tokens when the request gives no max_tokens
@@ -506,7 +510,9 @@ def make_handler(chat: RoutedChat) -> type[BaseHTTPRequestHandler]:
             headers: dict[str, str] | None = None,
         ) -> None:
             data = json.dumps(body).encode()
-            self.connection.settimeout(WRITE_TIMEOUT_S)  # reads left it at their deadline
+            self.connection.settimeout(
+                WRITE_TIMEOUT_S
+            )  # reads left it at their deadline
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))

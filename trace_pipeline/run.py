@@ -116,7 +116,10 @@ def preflight(config: PipelineConfig) -> None:
         resolve_target(target.kit, "target.kit")
         if target.kind == "gym":
             resolve_env(str(target.env))
-        if target.kind == "trajectories" and not Path(str(target.trajectories)).exists():
+        if (
+            target.kind == "trajectories"
+            and not Path(str(target.trajectories)).exists()
+        ):
             raise PipelineError(
                 f"target.trajectories: {target.trajectories} does not exist; give a "
                 "file or folder of runs"

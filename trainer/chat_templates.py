@@ -69,5 +69,7 @@ def template_file(choice: str) -> str:
             f"--chat-template: cannot read {path} as UTF-8 text ({exc})"
         ) from None
     if not template.strip():
-        raise TrainerError(f"--chat-template: {path} is empty; give a jinja chat template")
+        raise TrainerError(
+            f"--chat-template: {path} is empty; give a jinja chat template"
+        )
     return template

@@ -9,6 +9,7 @@ from typing import Any
 
 from factory.analyze.statistics import Selection
 from factory.analyze.truth import RETAIN_SHARE
+from factory.markdown import cell
 
 
 def report_rows(
@@ -69,12 +70,12 @@ def write_markdown(
     ]
     for row in rows:
         lines.append(
-            f"| `{row['capability']}` | {'**yes**' if row['retained'] else 'no'} "
+            f"| `{cell(row['capability'])}` | {'**yes**' if row['retained'] else 'no'} "
             f"| {row['er_pos']:.2f} | {row['er_neg']:.2f} "
             f"| {row['gap']:.2f} ({row['gap_mean']:.2f} ± {row['gap_std']:.2f}) "
             f"| {row['coverage']:.2f} ({row['coverage_mean']:.2f} ± {row['coverage_std']:.2f}) "
             f"| {row['runs_selected']}/{row['runs_total']} "
-            f"| {_cell('; '.join(row['example_failed_runs'])) or '-'} |"
+            f"| {cell('; '.join(row['example_failed_runs'])) or '-'} |"
         )
     lines += ["", "![coverage and gap](capabilities.png)", ""]
     if truth is not None:
@@ -94,7 +95,7 @@ def _accuracy_lines(truth: dict[str, Any]) -> list[str]:
     lines = [
         "## Labelling accuracy",
         "",
-        f"Against `{_cell(truth['truth_file'])}`: {truth['runs_scored']} runs scored "
+        f"Against `{cell(truth['truth_file'])}`: {truth['runs_scored']} runs scored "
         f"({truth['failed']} failed, {truth['passed']} passed), "
         f"{truth['runs_without_truth']} runs without a known label. Rates with 95% "
         "Wilson intervals.",
@@ -105,7 +106,7 @@ def _accuracy_lines(truth: dict[str, Any]) -> list[str]:
     ]
     for name, row in truth["capabilities"].items():
         lines.append(
-            f"| `{name}` | {_rate(row['precision'])} | {_rate(row['recall'])} "
+            f"| `{cell(name)}` | {_rate(row['precision'])} | {_rate(row['recall'])} "
             f"| {_rate(row['false_lacking_on_success'])} "
             f"| {row['true_share_of_failures']:.2f} |"
         )
@@ -124,11 +125,6 @@ def _accuracy_lines(truth: dict[str, Any]) -> list[str]:
             f"{', '.join(truth['capabilities_not_labelled'])}.",
         )
     return lines
-
-
-def _cell(text: str) -> str:
-    """Text safe inside a Markdown table cell (ids come from the user's files)."""
-    return " ".join(text.replace("|", "\\|").split())
 
 
 def write_chart(

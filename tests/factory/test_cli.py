@@ -228,17 +228,23 @@ def test_calibrate_keeps_its_old_option_names():
     assert vars(build_parser().parse_args(old)) == vars(build_parser().parse_args(new))
 
 
-def test_a_refused_generate_leaves_no_out_it_made(capsys, tmp_path, example_spec, write_spec):
+def test_a_refused_generate_leaves_no_out_it_made(
+    capsys, tmp_path, example_spec, write_spec
+):
     """A build refused after --out was made (an unknown --target) removes the folders
     it made, and never one that was there before."""
     bad = tmp_path / "bad.json"
     bad.write_text("{")
     spec = str(write_spec(example_spec))
     new = tmp_path / "new" / "deeper"
-    code, _, err = run(capsys, "generate", spec, "--target", str(bad), "--out", str(new))
+    code, _, err = run(
+        capsys, "generate", spec, "--target", str(bad), "--out", str(new)
+    )
     assert code == 2 and "unknown kit" in err
     assert not (tmp_path / "new").exists()
     there = tmp_path / "there"
     there.mkdir()
-    code, _, _ = run(capsys, "generate", spec, "--target", str(bad), "--out", str(there))
+    code, _, _ = run(
+        capsys, "generate", spec, "--target", str(bad), "--out", str(there)
+    )
     assert code == 2 and there.is_dir()

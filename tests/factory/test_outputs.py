@@ -131,7 +131,9 @@ def test_nothing_is_written_through_a_link(tmp_path: Path) -> None:
     ):
         with pytest.raises(OSError) as refused:
             write()
-        assert refused.value.errno == errno.ELOOP and refused.value.filename == str(link)
+        assert refused.value.errno == errno.ELOOP and refused.value.filename == str(
+            link
+        )
         assert "symbolic link" in refused.value.strerror
     folder = tmp_path / "mine"
     folder.mkdir()
@@ -144,4 +146,6 @@ def test_nothing_is_written_through_a_link(tmp_path: Path) -> None:
     with pytest.raises(OSError, match="symbolic link"):
         swap_in(staging, final)
     assert precious.read_text() == "data" and os.listdir(folder) == ["keep"]
-    assert regular_file(precious) and not regular_file(link) and not regular_file(folder)
+    assert (
+        regular_file(precious) and not regular_file(link) and not regular_file(folder)
+    )

@@ -711,23 +711,25 @@ def test_three_hundred_concurrent_clients_are_answered_or_refused() -> None:
     threading.Thread(target=server.serve_forever, daemon=True).start()
     port = server.server_address[1]
     body = json.dumps({"messages": [{"role": "user", "content": "hi alpha"}]})
+
+    def ask(start: threading.Barrier, statuses: list[tuple[int, str | None]]) -> None:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        start.wait()
+        connection.request("POST", "/v1/chat/completions", body,
+                           {"Content-Type": "application/json"})  # fmt: skip
+        response = connection.getresponse()
+        response.read()
+        statuses.append((response.status, response.getheader("Retry-After")))
+        connection.close()
+
     rss, refused = [], []
     try:
         for _ in range(5):
             statuses: list[tuple[int, str | None]] = []
             start = threading.Barrier(300)
-
-            def ask() -> None:
-                connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-                start.wait()
-                connection.request("POST", "/v1/chat/completions", body,
-                                   {"Content-Type": "application/json"})  # fmt: skip
-                response = connection.getresponse()
-                response.read()
-                statuses.append((response.status, response.getheader("Retry-After")))
-                connection.close()
-
-            threads = [threading.Thread(target=ask) for _ in range(300)]
+            threads = [
+                threading.Thread(target=ask, args=(start, statuses)) for _ in range(300)
+            ]
             for thread in threads:
                 thread.start()
             for thread in threads:

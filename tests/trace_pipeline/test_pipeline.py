@@ -207,7 +207,10 @@ def test_set_values_are_yaml_and_bad_ones_exit_2_naming_them(
         ("train.cold_start=" + "[" * 5000, "the value is not YAML"),
         ("train.nosuch=1", "--set train.nosuch=1: train.nosuch"),
         ("precision=fp64", "--set precision=fp64: precision"),
-        ("train.iterations=true", "--set train.iterations=true: train.iterations: True"),
+        (
+            "train.iterations=true",
+            "--set train.iterations=true: train.iterations: True",
+        ),
     ]:
         assert main(["run", str(TINY), "--out", out, "--set", bad]) == 2, bad
         error = capsys.readouterr().err

@@ -394,7 +394,9 @@ def test_hostile_out_folders_are_refused(tiny_model_dir, tmp_path, capsys) -> No
     (linked / "metrics.jsonl").symlink_to(victim)
     _fails(capsys, _train(tiny_model_dir, linked, "--force"), "symbolic links")
     assert victim.read_text() == "mine"
-    marked = tmp_path / "marked"  # a marker that is a link makes no folder the trainer's
+    marked = (
+        tmp_path / "marked"
+    )  # a marker that is a link makes no folder the trainer's
     marked.mkdir()
     (marked / ".trace-trainer").symlink_to(victim)
     (marked / "notes.txt").write_text("mine")

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from factory.markdown import table
 from router.evaluate import success_by_need
 from trace_pipeline.context import Context
 
@@ -264,10 +265,7 @@ def markdown(parts: list[Section]) -> str:
         lines += [f"## {part.title}", ""]
         lines += [*part.text, ""] if part.text else []
         if part.header:
-            lines.append("| " + " | ".join(part.header) + " |")
-            lines.append("|" + "---|" * len(part.header))
-            lines += ["| " + " | ".join(row) + " |" for row in part.rows]
-            lines.append("")
+            lines += [*table(part.header, part.rows), ""]
         lines += [f"![{image}]({image})" for image in part.images]
         lines += [""] if part.images else []
     return "\n".join(lines)
