@@ -194,12 +194,36 @@ class Generate(Section):
     validation_seeds: int = Field(
         10, ge=1, le=1000, description="seeds of each package's property suite"
     )
+    include: list[str] = Field(
+        default_factory=list,
+        max_length=32,
+        description="built-in archetypes built as packages besides the retained "
+        "capabilities, on the target's kit, whatever the analysis found (an untargeted "
+        "control; a smoke test whose random model fails everything)",
+    )
     target_prompt: bool = Field(
         True,
         description="packages show the target's prompt: only the kit's tools the "
         "target exposes, and the target's policy text where the target is built on a "
         "kit; false: the kit's tools and policy",
     )
+
+
+    @field_validator("include")
+    @classmethod
+    def _archetypes(cls, value: list[str]) -> list[str]:
+        from factory.archetypes import archetypes
+
+        known = archetypes()
+        unknown = [name for name in value if name not in known]
+        if unknown:
+            raise ValueError(
+                f"{unknown[0]!r:.60} is not a built-in archetype; choose from "
+                f"{', '.join(sorted(known))}"
+            )
+        if len(set(value)) != len(value):
+            raise ValueError("an archetype is named twice")
+        return value
 
 
 class Train(Section):

@@ -24,7 +24,14 @@ from factory.analyze.detectors import builtin_dictionary, label_offline
 from factory.analyze.importers import import_paths
 from factory.analyze.settings import AnalysisSettings
 from factory.analyze.specs import build_spec
-from factory.analyze.statistics import Labelled, Selection, bootstrap, majority, select
+from factory.analyze.statistics import (
+    Labelled,
+    Selection,
+    bootstrap,
+    majority,
+    select,
+    why_nothing,
+)
 from factory.analyze.truth import load_truth, score
 from factory.errors import FactoryError
 from factory.kits import kits as load_kits
@@ -266,6 +273,7 @@ def write_outputs(
             "seed": settings.seed,
             "skipped_records": len(analysis.skipped),
             "ignored_files": analysis.ignored,
+            "why_nothing": why_nothing(analysis.selections),
         }
         report.write_json(staging / "report.json", summary, rows, analysis.truth)
         report.write_markdown(staging / "report.md", summary, rows, analysis.truth)

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from factory.analyze.statistics import Selection
+from factory.analyze.statistics import Selection, why_nothing
 from factory.analyze.truth import RETAIN_SHARE
 from factory.markdown import cell
 
@@ -64,6 +64,9 @@ def write_markdown(
         f"{settings['runs']} runs. Retained: gap >= {settings['delta']} and coverage >= "
         f"{settings['rho']} in at least {settings['min_runs']} of {settings['runs']} runs.",
         "",
+        *([f"**Nothing retained**: {settings['why_nothing']}.", ""]
+          if settings.get("why_nothing") else []),
+
         "| capability | retained | ER+ | ER- | gap (mean ± sd) | coverage (mean ± sd) "
         "| runs selected | example failed runs |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
@@ -200,6 +203,8 @@ def console_summary(
         f"  runs {s.runs_selected}/{s.runs_total}"
         for s in analysis.selections
     ]
+    reason = why_nothing(analysis.selections)
+    lines += [f"nothing retained: {reason}"] if reason else []
     lines.append(f"\nwrote {output / 'report.md'}, report.json, capabilities.png")
     truth = analysis.truth
     if truth is not None:

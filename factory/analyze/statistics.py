@@ -76,8 +76,10 @@ class CapabilityStats:
         return self.failed_lacking / self.n_failed if self.n_failed else 0.0
 
     def selected(self, rho: float, delta: float) -> bool:
-        """In C*: lacking far more often in failures, and in a real share of them."""
-        return self.gap >= delta and self.coverage >= rho
+        """In C*: lacking far more often in failures, and in a real share of them; and,
+        whatever the thresholds, lacking in at least one failure (a capability no
+        failed run lacks explains no failure)."""
+        return self.failed_lacking > 0 and self.gap >= delta and self.coverage >= rho
 
 
 def contrast(run: Labelled, capability: str) -> CapabilityStats:
@@ -120,27 +122,54 @@ def select(
     delta: float,
     min_runs: int,
 ) -> list[Selection]:
-    """Statistics on the full set and per run; retained when selected in >= min_runs runs."""
+    """Statistics on the full set and per run; retained when selected in >= min_runs
+    runs and some run succeeded: the gap contrasts failed runs with successful ones,
+    so with none (ER+ counts nothing) no capability is retained (`why_nothing`)."""
     selections = []
     for capability in capabilities:
         per_run = [contrast(run, capability) for run in runs]
         gaps = [s.gap for s in per_run]
         coverages = [s.coverage for s in per_run]
         chosen = sum(s.selected(rho, delta) for s in per_run)
+        full_stats = contrast(full, capability)
         selections.append(
             Selection(
                 capability=capability,
-                full=contrast(full, capability),
+                full=full_stats,
                 runs_selected=chosen,
                 runs_total=len(runs),
                 gap_mean=statistics.fmean(gaps),
                 gap_std=statistics.pstdev(gaps),
                 coverage_mean=statistics.fmean(coverages),
                 coverage_std=statistics.pstdev(coverages),
-                retained=chosen >= min_runs,
+                retained=chosen >= min_runs and full_stats.n_passed > 0,
             )
         )
     return sorted(selections, key=lambda s: (not s.retained, -s.gap_mean))
+
+
+def why_nothing(selections: Sequence[Selection]) -> str | None:
+    """Why no capability was retained, with what to do (None when one was)."""
+    if not selections or any(s.retained for s in selections):
+        return None
+    full = selections[0].full
+    if full.n_passed == 0:
+        return (
+            "no run succeeded: a capability is retained for lacking far more often in "
+            "failed runs than in successful ones, and there is no successful run to "
+            "compare with; make the target easier (its knobs) or collect more episodes"
+        )
+    if full.n_failed == 0:
+        return "no run failed: there is no failure to explain"
+    if not any(s.full.failed_lacking for s in selections):
+        return (
+            "no failed run lacks a capability of the dictionary (the labeller found "
+            "nothing LACKING); read a few failed runs, or label with an LLM"
+        )
+    return (
+        "no capability reached the thresholds (gap >= delta and coverage >= rho in "
+        "min_runs runs); see each one's figures"
+    )
 
 
 def bootstrap(labelled: Labelled, runs: int, seed: int) -> list[Labelled]:

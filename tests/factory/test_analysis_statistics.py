@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from factory.analyze.statistics import bootstrap, contrast, majority, select
+from factory.analyze.statistics import (
+    bootstrap,
+    contrast,
+    majority,
+    select,
+    why_nothing,
+)
 from factory.trajectory.labels import Label
 
 L, P, N = Label.LACKING, Label.PRESENT, Label.NA
@@ -55,3 +61,21 @@ def test_majority_vote_breaks_ties_toward_present() -> None:
     runs = [[{"c": L}], [{"c": P}], [{"c": L}], [{"c": P}]]
     assert majority(runs) == [{"c": P}]
     assert majority([[{"c": L}], [{"c": L}], [{"c": N}]]) == [{"c": L}]
+
+
+def test_without_a_success_or_a_lacking_failure_nothing_is_retained() -> None:
+    """Thresholds that admit anything (rho 0, delta -1) still retain no capability that
+    no failed run lacks, and nothing at all when no run succeeded; the reason says so."""
+    loose = {"rho": 0.0, "delta": -1.0, "min_runs": 1}
+    all_failed = labelled([], [L, L, P])
+    (only,) = select(all_failed, [all_failed], ["c"], **loose)
+    assert only.runs_selected == 1 and not only.retained
+    assert "no run succeeded" in str(why_nothing([only]))
+    never_lacking = labelled([P, L], [P, N, P])
+    assert not contrast(never_lacking, "c").selected(rho=0.0, delta=-1.0)
+    (unexplained,) = select(never_lacking, [never_lacking], ["c"], **loose)
+    assert not unexplained.retained
+    assert "nothing LACKING" in str(why_nothing([unexplained]))
+    contrasted = labelled([P, P], [L, P])
+    (kept,) = select(contrasted, [contrasted], ["c"], **loose)
+    assert kept.retained and why_nothing([kept]) is None

@@ -38,4 +38,5 @@ def run(context: Context, out: Path) -> dict[str, Any]:
         "specs": {p.stem: str(p.relative_to(out)) for p in specs if p.stem in names},
         "capabilities": rows["capabilities"],
         "labelling_accuracy": rows.get("labelling_accuracy"),
+        "why_nothing": rows["settings"].get("why_nothing"),
     }

@@ -1,4 +1,5 @@
-"""generate: one verified training-environment package per retained capability.
+"""generate: one verified training-environment package per retained capability
+(and per archetype `generate.include` names, whatever the analysis found).
 
 `factory generate` builds each package (template backend for a built-in
 archetype on the target's kit, the LLM backend when an endpoint is configured)
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from factory.outputs import write_json
+from factory.outputs import write_json, write_text
 from trace_pipeline.context import Context
 from trace_pipeline.errors import PipelineError
 
@@ -73,22 +74,59 @@ def narrowed(spec: Path, prompt: Prompt | None, folder: Path) -> Path:
     return folder / spec.name
 
 
+def included_spec(name: str, kit: str, folder: Path) -> Path:
+    """The spec of archetype `name` on `kit` with its default knobs and no evidence:
+    a capability `generate.include` asks for whatever the analysis found."""
+    from factory.archetypes import archetypes
+    from factory.spec import CapabilitySpec
+
+    archetype = archetypes()[name]
+    if kit not in archetype.kits:
+        raise PipelineError(
+            f"generate.include: {name} has no task module for the target's kit {kit} "
+            f"(it has {', '.join(archetype.kits)}); drop it from generate.include"
+        )
+    spec = CapabilitySpec(
+        name=name,
+        title=archetype.title,
+        description=archetype.description,
+        archetype=name,
+        target=kit,
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    write_text(folder / f"{name}.json", spec.to_json())
+    return folder / f"{name}.json"
+
+
 def run(context: Context, out: Path) -> dict[str, Any]:
-    """A verified package for each retained capability a backend can build."""
+    """A verified package for each retained capability a backend can build, and for
+    each archetype `generate.include` names."""
     from factory.errors import FactoryError
     from factory.generate.build import Codegen, generate
 
     analysis = context.folder.manifest("analyze") or {}
     specs = analysis.get("result", {}).get("specs", {})
+    retained = analysis.get("result", {}).get("retained", [])
+    include = [n for n in context.config.generate.include if n not in retained]
+    if not retained and not include:
+        why = analysis.get("result", {}).get("why_nothing") or "see its report"
+        raise PipelineError(
+            f"generate: the analysis retained no capability ({why}); nothing to train. "
+            f"Read {context.folder.stage('analyze') / 'analysis' / 'report.md'}, or name "
+            "archetypes in generate.include to train them anyway"
+        )
     prompt = target_prompt(context)
     built, skipped = {}, {}
-    for name in analysis.get("result", {}).get("retained", []):
-        if len(built) == context.config.generate.max_packages:
+    for name in [*retained, *include]:
+        if name in retained and len(built) == context.config.generate.max_packages:
             skipped[name] = f"generate.max_packages ({len(built)}) already built"
             continue
-        spec = narrowed(
-            context.folder.stage("analyze") / specs[name], prompt, out / "specs"
+        source = (
+            context.folder.stage("analyze") / specs[name]
+            if name in retained
+            else included_spec(name, context.config.target.kit, out / "included")
         )
+        spec = narrowed(source, prompt, out / "specs")
         try:
             package, report = generate(
                 spec,
@@ -112,4 +150,8 @@ def run(context: Context, out: Path) -> dict[str, Any]:
             f"generate: no package could be built ({reasons[:600]}); fix the cause "
             "and run again"
         )
-    return {"packages": built, "skipped": skipped}
+    return {
+        "packages": built,
+        "included": [name for name in include if name in built],
+        "skipped": skipped,
+    }

@@ -77,8 +77,15 @@ def sections(context: Context) -> list[Section]:
         Section(
             "Capabilities analysis retained from the agent's own failures",
             [
-                f"Retained: {', '.join(analysis.get('retained', [])) or 'nothing'}. Truth: the "
-                "needs of each failed analysis task (precision / recall of LACKING on failed runs)."
+                f"Retained: {', '.join(analysis.get('retained', [])) or 'nothing'}"
+                + (f" ({analysis['why_nothing']})" if analysis.get("why_nothing") else "")
+                + ". Truth: the needs of each failed analysis task (precision / recall of "
+                "LACKING on failed runs).",
+                *(
+                    [f"Built besides them (generate.include): {', '.join(included)}."]
+                    if (included := result["generate"].get("included"))
+                    else []
+                ),
             ],
             [
                 "capability",
