@@ -208,7 +208,6 @@ class Generate(Section):
         "kit; false: the kit's tools and policy",
     )
 
-
     @field_validator("include")
     @classmethod
     def _archetypes(cls, value: list[str]) -> list[str]:

@@ -64,9 +64,11 @@ def write_markdown(
         f"{settings['runs']} runs. Retained: gap >= {settings['delta']} and coverage >= "
         f"{settings['rho']} in at least {settings['min_runs']} of {settings['runs']} runs.",
         "",
-        *([f"**Nothing retained**: {settings['why_nothing']}.", ""]
-          if settings.get("why_nothing") else []),
-
+        *(
+            [f"**Nothing retained**: {settings['why_nothing']}.", ""]
+            if settings.get("why_nothing")
+            else []
+        ),
         "| capability | retained | ER+ | ER- | gap (mean ± sd) | coverage (mean ± sd) "
         "| runs selected | example failed runs |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",

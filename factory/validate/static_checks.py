@@ -2,7 +2,9 @@
 
 Each module must parse, carry a module docstring, define its required symbols
 with the contract's signatures, import only the standard library, gymnasium and
-the package itself, and have no top-level side effects.
+the package itself (never a process, network or foreign-code module), and run
+nothing at import but constant builders and the package's own code
+(`factory.validate.import_time`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,13 @@ import libcst.matchers as m
 
 from factory.package_layout import STAMP, content_hash
 from factory.ruff_runner import run_ruff
+from factory.validate.import_time import (
+    builds_constant,
+    dotted,
+    refused_imports,
+    side_effects,
+    walk,
+)
 
 # Symbols every package module must define (functions with their parameters).
 REQUIRED: dict[str, dict[str, tuple[str, ...] | None]] = {
@@ -75,34 +84,57 @@ def _is_main_guard(statement: cst.BaseStatement) -> bool:
     )
 
 
-def _top_level_problems(module: cst.Module, filename: str) -> Iterable[str]:
-    """Top-level code may import, assign, define; `__init__` may also call register_env()."""
-    for index, statement in enumerate(module.body):
-        if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
-            continue
-        if _is_main_guard(statement):
-            continue
-        if index == 0 and _is_docstring(statement):
-            continue
-        if isinstance(statement, cst.SimpleStatementLine):
-            for small in statement.body:
-                if isinstance(
-                    small, (cst.Import, cst.ImportFrom, cst.Assign, cst.AnnAssign)
-                ):
-                    continue
-                if (
-                    filename == "__init__.py"
-                    and isinstance(small, cst.Expr)
-                    and isinstance(small.value, cst.Call)
-                    and isinstance(small.value.func, cst.Name)
-                    and small.value.func.value == "register_env"
-                ):
-                    continue
-                code = module.code_for_node(small).strip().splitlines()[0]
-                yield f"top-level side effect `{code}`"
-            continue
-        code = module.code_for_node(statement).strip().splitlines()[0]
-        yield f"top-level statement not allowed: `{code}`"
+def _registers(statement: cst.BaseStatement) -> bool:
+    """`register_env()` alone on a line: what `__init__.py` runs on import."""
+    return m.matches(
+        statement,
+        m.SimpleStatementLine(
+            body=[m.Expr(value=m.Call(func=m.Name("register_env"), args=[]))]
+        ),
+    )
+
+
+def _own_names(module: cst.Module, package: str, roots: set[str]) -> set[str]:
+    """Names bound by imports from the package itself (its verbatim, stamped runtime
+    among them) or from the modules named in `roots`: calls to them at import are
+    the package's own business."""
+    names = set()
+    for node in walk(module):
+        if isinstance(node, cst.ImportFrom) and not isinstance(
+            node.names, cst.ImportStar
+        ):
+            source = dotted(node.module) if node.module else ""
+            if node.relative or source.split(".")[0] in {package, *roots}:
+                names |= {
+                    dotted(a.asname.name if a.asname else a.name) for a in node.names
+                }
+        elif isinstance(node, cst.Import):
+            names |= {
+                dotted(a.asname.name if a.asname else a.name).split(".")[0]
+                for a in node.names
+                if dotted(a.name).split(".")[0] in {package, *roots}
+            }
+    return names | roots
+
+
+def _import_time_problems(
+    module: cst.Module, filename: str, package: str, roots: set[str]
+) -> Iterable[str]:
+    """Top-level code may import, define, and build constants; calls at import go
+    only to constant builders and the package's own code (`__init__` may also call
+    register_env(), and `if __name__ == "__main__":` runs only when executed)."""
+    own = _own_names(module, package, roots)
+
+    def trusted(name: str) -> bool:
+        return builds_constant(name) or name.split(".")[0] in own
+
+    def statement_ok(statement: cst.BaseStatement) -> bool:
+        return _is_main_guard(statement) or (
+            filename == "__init__.py" and _registers(statement)
+        )
+
+    yield from side_effects(module, trusted, statement_ok, lambdas=True)
+    yield from refused_imports(module)
 
 
 def _import_problems(
@@ -170,7 +202,9 @@ def check_module(
     problems = []
     if not module.body or not _is_docstring(module.body[0]):
         problems.append("has no module docstring")
-    problems += list(_top_level_problems(module, filename))
+    problems += list(
+        _import_time_problems(module, filename, package, allowed - ALLOWED_THIRD_PARTY)
+    )
     problems += list(_import_problems(module, package, allowed))
     problems += contract_problems(module, required)
     return problems

@@ -78,7 +78,11 @@ def sections(context: Context) -> list[Section]:
             "Capabilities analysis retained from the agent's own failures",
             [
                 f"Retained: {', '.join(analysis.get('retained', [])) or 'nothing'}"
-                + (f" ({analysis['why_nothing']})" if analysis.get("why_nothing") else "")
+                + (
+                    f" ({analysis['why_nothing']})"
+                    if analysis.get("why_nothing")
+                    else ""
+                )
                 + ". Truth: the needs of each failed analysis task (precision / recall of "
                 "LACKING on failed runs).",
                 *(
