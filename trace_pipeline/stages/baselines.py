@@ -58,4 +58,10 @@ def run(context: Context, out: Path) -> dict[str, Any]:
         ignore=shutil.ignore_patterns("checkpoint"),
     )
     summary = read_output(done.folder / "summary.json")
-    return {"mixture": "mixture", "envs": names, "ran_on": done.host, **summary}
+    return {
+        "mixture": "mixture",
+        "envs": names,
+        "ran_on": done.host,
+        "tries": done.record(),
+        **summary,
+    }

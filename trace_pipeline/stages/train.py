@@ -216,7 +216,7 @@ def run(context: Context, out: Path) -> dict[str, Any]:
             context, [Job("own-env", inputs, f"{__name__}:own_env_job", arguments)]
         )
         own = read_output(done.folder / "own_env.json")
-    adapters, hosts = {}, {}
+    adapters, hosts, tries = {}, {}, {}
     for name, done in trained.items():
         shutil.copytree(
             done.folder / "adapter",
@@ -229,5 +229,5 @@ def run(context: Context, out: Path) -> dict[str, Any]:
             "before": own.get(name, {}).get("before"),
             "after": own.get(name, {}).get("after"),
         }
-        hosts[name] = done.host
-    return {"adapters": adapters, "ran_on": hosts}
+        hosts[name], tries[name] = done.host, done.record()
+    return {"adapters": adapters, "ran_on": hosts, "tries": tries}
