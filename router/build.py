@@ -15,7 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from factory.outputs import recover, staging_beside, swap_in, unwritable_as
+from factory.outputs import (
+    recover,
+    regular_file,
+    staging_beside,
+    swap_in,
+    unwritable_as,
+)
 from router.capabilities import CapabilitySet, load_capabilities
 from router.errors import RouterError
 from router.settings import RouterSettings, RoutingSettings
@@ -146,9 +152,11 @@ def tasks(
 def prepare_out(out: Path, force: bool) -> Path:
     """A fresh temporary folder beside `out`; `out` must be new, or ours with --force."""
     if out.exists() or out.is_symlink():
-        ours = (out / "report.json").is_file() and EVAL_MARKER in (
-            out / "report.json"
-        ).read_text(errors="replace")[:200]
+        # A report that is a link could name any file: it makes no folder ours.
+        ours = (
+            regular_file(out / "report.json")
+            and EVAL_MARKER in (out / "report.json").read_text(errors="replace")[:200]
+        )
         if not out.is_dir() or out.is_symlink():
             raise RouterError(f"--out {out} is a file or a link; choose a folder path")
         if any(out.iterdir()) and not (force and ours):

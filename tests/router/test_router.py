@@ -619,6 +619,17 @@ def test_eval_out_that_is_a_file_and_stale_staging(tmp_path, capsys) -> None:
     live.mkdir()
     staging = prepare_out(tmp_path / "fresh", force=False)
     assert not dead.exists() and live.exists() and staging.is_dir()
+    # A report.json that is a link to an eval's report makes no folder an eval's own.
+    earlier = tmp_path / "earlier"
+    earlier.mkdir()
+    (earlier / "report.json").write_text('{"written_by": "trace-router-eval"}')
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine")
+    (foreign / "report.json").symlink_to(earlier / "report.json")
+    with pytest.raises(Exception, match="is not empty"):
+        prepare_out(foreign, force=True)
+    assert (foreign / "notes.txt").read_text() == "mine"
 
 
 def test_router_help_needs_no_torch() -> None:
