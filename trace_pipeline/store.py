@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -54,7 +55,8 @@ def digest(value: Any) -> str:
 
 def contents(folder: Path) -> dict[str, str]:
     """The sha256 of each file under `folder` by its relative path (a link: its
-    target; the manifest, a job's DONE marker and Python's `__pycache__` left out),
+    target; a FIFO or device: its mode, never opened; the manifest, a job's DONE
+    marker and Python's `__pycache__` left out),
     so that a file edited, removed or added after a stage or job finished is seen."""
     found = {}
     for top, folders, files in os.walk(folder):  # never into linked folders
@@ -64,8 +66,12 @@ def contents(folder: Path) -> dict[str, str]:
             relative = path.relative_to(folder).as_posix()
             if relative in (MANIFEST, DONE):
                 continue
-            if path.is_symlink():
+            mode = os.lstat(path).st_mode
+            if stat.S_ISLNK(mode):
                 found[relative] = "link to " + os.readlink(path)
+                continue
+            if not stat.S_ISREG(mode):  # a FIFO or a device: opening it could block
+                found[relative] = f"not a regular file (mode {mode:o})"
                 continue
             sha = hashlib.sha256()
             with path.open("rb") as handle:

@@ -418,6 +418,7 @@ def test_a_stage_or_job_edited_by_hand_is_done_again(tmp_path: Path) -> None:
         lambda: (stage / "specs" / "a.json").write_text('{"name": 1}'),
         lambda: (stage / "specs" / "a.json").unlink(),
         lambda: (stage / "specs" / "b.json").write_text("{}"),
+        lambda: os.mkfifo(stage / "specs" / "b.json"),  # never opened: it would block
     ):
         edit()
         assert folder.manifest("analyze") is None
