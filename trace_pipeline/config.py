@@ -108,10 +108,21 @@ class Tau2(Section):
 class Target(Section):
     """What the agent is improved and judged on; its two splits never meet."""
 
-    kind: Literal["phone", "gym", "tau2", "trajectories"] = Field(
+    kind: Literal["phone", "gym", "tau2", "trajectories", "python"] = Field(
         "phone",
         description="phone: the built-in target; gym: target.env; tau2: target.tau2 "
-        "(tau2-bench); trajectories: target.trajectories (existing runs, analysis only)",
+        "(tau2-bench); trajectories: target.trajectories (existing runs, analysis "
+        "only); python: your own target, target.entry (docs/targets.md)",
+    )
+    entry: str | None = Field(
+        None,
+        max_length=1000,
+        description="kind python: 'module:function' or 'path/to/file.py:function' "
+        "returning a trace_pipeline.targets.contract.Target",
+    )
+    settings: dict[str, Any] = Field(
+        default_factory=dict,
+        description="kind python: keyword arguments of target.entry's function",
     )
     env: str | None = Field(
         None,
@@ -154,6 +165,10 @@ class Target(Section):
             raise ValueError("give env exactly when kind is gym")
         if (self.kind == "trajectories") != (self.trajectories is not None):
             raise ValueError("give trajectories exactly when kind is trajectories")
+        if (self.kind == "python") != (self.entry is not None):
+            raise ValueError("give entry exactly when kind is python")
+        if self.settings and self.kind != "python":
+            raise ValueError("settings are for kind python (target.entry's arguments)")
         if self.kind == "tau2" and "kit" not in self.model_fields_set:
             self.__dict__["kit"] = (
                 self.tau2.domain

@@ -48,6 +48,18 @@ def phone_target(difficulty: Mapping[str, int]) -> TargetHandle:
     )
 
 
+def python_target(entry: str, settings: Mapping[str, Any]) -> TargetHandle:
+    """The env handle of a target written through the contract (`target.entry`)."""
+    from trace_pipeline.targets import contract
+
+    return TargetHandle(
+        contract.ENV_ID,
+        "trace_pipeline.targets.contract",
+        {"name": entry.rpartition(":")[0], "description": f"the target {entry}"},
+        {"entry": entry, "settings": dict(settings)},
+    )
+
+
 @dataclass
 class Context:
     """One run's shared state."""
@@ -101,6 +113,10 @@ class Context:
             return resolve_env(str(self.config.target.env))
         if self.config.target.kind == "tau2":
             return self._tau2()
+        if self.config.target.kind == "python":
+            return python_target(
+                str(self.config.target.entry), self.config.target.settings
+            )
         return phone_target(self.config.target.difficulty)
 
     def _tau2(self) -> EnvHandle:

@@ -93,6 +93,22 @@ def status(root: Path) -> list[StageStatus]:
     return rows
 
 
+TASKS_CHECKED = 3  # tasks of each split `trace run` checks a python target on
+
+
+def target_problems(entry: str, settings: dict[str, Any], tasks: int) -> list[str]:
+    """What `trace check-target` finds wrong with the target `entry` makes, one line
+    each, on `tasks` tasks of each split (a target that cannot be made: one line)."""
+    from trace_pipeline.targets.check import check_target
+    from trace_pipeline.targets.contract import ContractEnv, TargetError
+
+    try:
+        env = ContractEnv(entry, settings)
+    except TargetError as exc:
+        return [str(exc)]
+    return [str(problem) for problem in check_target(env, tasks)]
+
+
 def preflight(config: PipelineConfig) -> None:
     """Refuse, before any stage runs or the run folder is made, what the config
     names that is not on this machine: the model, its chat template file, the
@@ -116,6 +132,16 @@ def preflight(config: PipelineConfig) -> None:
         resolve_target(target.kit, "target.kit")
         if target.kind == "gym":
             resolve_env(str(target.env))
+        if target.kind == "python":
+            problems = target_problems(
+                str(target.entry), target.settings, TASKS_CHECKED
+            )
+            if problems:
+                raise PipelineError(
+                    f"target.entry {target.entry} does not keep the target contract "
+                    f"(`trace check-target` names every problem): {problems[0]}"
+                    + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")
+                )
         if (
             target.kind == "trajectories"
             and not Path(str(target.trajectories)).exists()

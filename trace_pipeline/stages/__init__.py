@@ -47,6 +47,7 @@ MODEL = ("model", "chat_template", "precision")
 # without the split sizes; a tau2 target's settings count only for a tau2 target.
 TASKS = (
     "target.kind", "target.env", "target.trajectories", "target.kit", "target.difficulty",
+    "target.entry", "target.settings",
 )  # fmt: skip
 
 

@@ -1,0 +1,202 @@
+"""The target contract: a user's target (examples/targets/errands) plays as an env,
+passes `trace check-target`, and each deliberately broken copy fails the check
+that names its fault."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+from trace_pipeline.cli import main
+from trace_pipeline.targets.contract import (
+    DEV_SEED_BASE,
+    ContractEnv,
+    TargetError,
+    split_of,
+)
+from trainer.config import EVAL_SEED_BASE
+
+ROOT = Path(__file__).resolve().parents[2]
+ERRANDS = ROOT / "examples" / "targets" / "errands" / "errands.py"
+ENTRY = f"{ERRANDS}:make_target"
+
+
+def _config(tmp_path: Path, entry: str, settings: str = "{}") -> Path:
+    config = tmp_path / "target.yaml"
+    config.write_text(
+        f"model: tiny\ntarget: {{kind: python, entry: '{entry}', settings: {settings}}}\n"
+    )
+    return config
+
+
+def test_seeds_name_a_split_and_an_index() -> None:
+    assert split_of(3) == ("analysis", 3)
+    assert split_of(DEV_SEED_BASE + 4) == ("dev", 4)
+    assert split_of(EVAL_SEED_BASE + 5) == ("test", 5)
+
+
+def test_the_example_target_plays_as_an_env_and_its_expected_actions_win() -> None:
+    """Gold play through the env's own step(): the expected actions succeed, the
+    same seed gives the same observation, nothing done fails, a bad action is an
+    error message that changes nothing."""
+    env = ContractEnv(ENTRY)
+    wins = 0
+    for seed in (0, 1, EVAL_SEED_BASE + 2):
+        first, info = env.reset(seed=seed)
+        assert env.reset(seed=seed)[0] == first and info["split"] in (
+            "analysis",
+            "test",
+        )
+        assert {"task_id", "tools", "needs", "expected_actions"} <= set(info)
+        before = json.dumps(env._state, sort_keys=True)
+        observation, *_ = env.step('{"tool_calls": [{"function": {"name": "nope"}}]}')
+        assert '"error": true' in observation
+        assert json.dumps(env._state, sort_keys=True) == before
+        done = False
+        assert all("name" in a for a in info["expected_actions"])  # records' form
+        for action in env.task_of(seed).expected_actions:  # what the agent says too
+            if "content" in action:
+                message = {"role": "assistant", "content": action["content"]}
+            else:
+                call = {
+                    "name": action["name"],
+                    "arguments": json.dumps(action["arguments"]),
+                }
+                message = {"role": "assistant", "tool_calls": [{"function": call}]}
+            _, reward, done, truncated, step = env.step(json.dumps(message))
+        assert done and step["success"] and reward == 1.0
+        wins += 1
+        env.reset(seed=seed)
+        _, reward, done, _, step = env.step("All done!")
+        assert done and not step["success"] and reward == 0.0
+    assert wins == 3
+
+
+def test_check_target_passes_the_example(tmp_path: Path, capsys) -> None:
+    assert main(["check-target", str(_config(tmp_path, ENTRY)), "--tasks", "8"]) == 0
+    assert "every check passed on 8 tasks" in capsys.readouterr().out
+
+
+BROKEN = {
+    # an expected action that does not do the errand
+    "wrong_action": (
+        "def task(split, index):\n"
+        "    t = good.task(split, index)\n"
+        "    actions = [dict(a, arguments={**a['arguments'], 'content': 'something else'})\n"
+        "               if a.get('name') in ('send_message_with_phone_number', 'add_reminder')\n"
+        "               else a for a in t.expected_actions]\n"
+        "    return replace(t, expected_actions=tuple(actions))\n",
+        "expected actions: they do not pass the target's check",
+    ),
+    # the instruction gives away what the agent must find out
+    "leaking": (
+        "def task(split, index):\n"
+        "    t = good.task(split, index)\n"
+        "    return replace(t, instruction=t.instruction + ' ' + ' '.join(t.hidden))\n",
+        "no leak: the instruction gives away",
+    ),
+    # every split the same tasks
+    "overlapping": (
+        "def task(split, index):\n    return good.task('analysis', index)\n",
+        "disjoint splits: the same task as analysis task 0",
+    ),
+    # a read-only tool that changes the state and then refuses
+    "state_changing_refusal": (
+        "def search(state, **arguments):\n"
+        "    state['settings']['cellular'] = False\n"
+        "    raise ToolError('ValueError: try again')\n"
+        "functions = {**good.functions, 'search_contacts': search}\n"
+        "task = good.task\n",
+        "refusals change nothing: search_contacts({}) is declared read-only",
+    ),
+    # a task that is not the same twice
+    "unseeded": (
+        "import random\n"
+        "def task(split, index):\n"
+        "    t = good.task(split, index + random.randrange(1000))\n"
+        "    return replace(t, task_id='x')\n",
+        "same index, same task: two calls gave different tasks",
+    ),
+    # a check that passes whatever the agent does
+    "lenient": (
+        "def task(split, index):\n"
+        "    return replace(good.task(split, index), check=lambda state, messages: True)\n",
+        "doing nothing fails: the untouched task passes its own check",
+    ),
+    # a schema that is no OpenAI function schema
+    "bad_schema": (
+        "tools = [*good.tools[:-1], {'type': 'function', 'function': {'name': 'shift timestamp'}}]\n"
+        "task = good.task\n",
+        "tools: schemas: tools[10].function.name",
+    ),
+}
+
+
+@pytest.mark.parametrize("fault", sorted(BROKEN))
+def test_a_broken_copy_fails_the_check_that_names_its_fault(
+    tmp_path: Path, capsys, fault: str
+) -> None:
+    body, expected = BROKEN[fault]
+    module = tmp_path / f"{fault}.py"
+    module.write_text(
+        "from dataclasses import replace\n"
+        "from trace_pipeline.targets.contract import ToolError\n"
+        f"from trace_pipeline.targets.contract import load_target\n"
+        f"good = load_target({ENTRY!r})\n"
+        "functions, tools = good.functions, good.tools\n"
+        + body
+        + "def make_target():\n"
+        "    return replace(good, task=task, functions=functions, tools=tools)\n"
+    )
+    assert main(["check-target", str(_config(tmp_path, f"{module}:make_target"))]) == 2
+    captured = capsys.readouterr()
+    assert expected in captured.out, captured.out[-2000:]
+    assert "failed check(s)" in captured.err and "Traceback" not in captured.err
+
+
+@pytest.mark.parametrize(
+    ("entry", "settings", "message"),
+    [
+        ("no_colon", "{}", "write it as 'module:function'"),
+        ("no_such_module_xyz:make", "{}", "cannot import it (ModuleNotFoundError"),
+        (f"{ERRANDS}:nothing_here", "{}", "cannot import it (AttributeError"),
+        (ENTRY, "{share_blocked: 500}", "share_blocked must be a whole percent"),
+        (ENTRY, "{colour: red}", "unexpected keyword argument 'colour'"),
+        (f"{ERRANDS}:_world", "{}", "missing 2 required positional arguments"),
+    ],
+)
+def test_a_target_that_cannot_be_made_is_refused_before_any_stage(
+    tmp_path: Path, capsys, entry: str, settings: str, message: str
+) -> None:
+    config = _config(tmp_path, entry, settings)
+    assert main(["check-target", str(config)]) == 2
+    assert message in capsys.readouterr().out
+    assert main(["run", str(config), "--out", str(tmp_path / "run")]) == 2
+    error = capsys.readouterr().err
+    assert message in error and "Traceback" not in error
+    assert not (tmp_path / "run").exists()
+    with pytest.raises(TargetError):
+        ContractEnv(entry, yaml.safe_load(settings))
+
+
+def test_check_target_refuses_a_built_in_kind(tmp_path: Path, capsys) -> None:
+    config = tmp_path / "phone.yaml"
+    config.write_text("model: tiny\n")
+    assert main(["check-target", str(config)]) == 2
+    assert "has kind phone" in capsys.readouterr().err
+
+
+def test_the_minimal_target_in_the_docs_passes_check_target(
+    tmp_path: Path, capsys
+) -> None:
+    """docs/targets.md's own example, as written there, keeps the contract."""
+    page = (ROOT / "docs" / "targets.md").read_text()
+    code = page.split("```python\n", 1)[1].split("```", 1)[0]
+    module = tmp_path / "shopping.py"
+    module.write_text(code)
+    config = _config(tmp_path, f"{module}:make_target")
+    assert main(["check-target", str(config), "--tasks", "5"]) == 0, capsys.readouterr()
