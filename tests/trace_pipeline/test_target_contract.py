@@ -5,7 +5,6 @@ that names its fault."""
 from __future__ import annotations
 
 import json
-import textwrap
 from pathlib import Path
 
 import pytest
