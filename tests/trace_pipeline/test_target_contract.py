@@ -130,7 +130,7 @@ BROKEN = {
     "bad_schema": (
         "tools = [*good.tools[:-1], {'type': 'function', 'function': {'name': 'shift timestamp'}}]\n"
         "task = good.task\n",
-        "tools: schemas: tools[10].function.name",
+        "tools: schemas: tools[13].function.name",
     ),
 }
 
@@ -199,3 +199,36 @@ def test_the_minimal_target_in_the_docs_passes_check_target(
     module.write_text(code)
     config = _config(tmp_path, f"{module}:make_target")
     assert main(["check-target", str(config), "--tasks", "5"]) == 0, capsys.readouterr()
+
+
+def test_the_errands_config_runs_the_whole_loop_on_a_python_target(
+    tmp_path: Path,
+) -> None:
+    """examples/pipelines/errands_tiny.yaml: collect, analysis scored against the
+    target's own needs, the included packages trained, every condition evaluated
+    on the target's test split, and the report, from a target written outside the
+    project's packages."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "run"
+    done = subprocess.run(
+        [sys.executable, "-m", "trace_pipeline", "run",
+         "examples/pipelines/errands_tiny.yaml", "--out", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=1500, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    records = [
+        json.loads(line)
+        for line in (out / "collect" / "trajectories.jsonl").read_text().splitlines()
+    ]
+    assert [r["task_id"] for r in records] == [
+        f"errands-analysis-{i}" for i in range(8)
+    ]
+    assert all(r["expected_actions"] and "needs" in r["metadata"] for r in records)
+    report = (out / "report" / "report.md").read_text()
+    assert "Retained: nothing (no run succeeded" in report
+    assert "Built besides them (generate.include): date_time_recovery, " in report
+    assert "| oracle |" in report and "| single: permission_error_recovery |" in report
+    episodes = json.loads((out / "evaluate" / "report.json").read_text())
+    assert len(episodes["per_task"]) == 4

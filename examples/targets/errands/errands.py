@@ -32,13 +32,15 @@ from trace_pipeline.targets.contract import Target, TargetTask
 TOOLS = (
     "search_contacts", "send_message_with_phone_number", "get_cellular_service_status",
     "set_cellular_service_status", "get_low_battery_mode_status",
-    "set_low_battery_mode_status", "add_reminder", "get_current_timestamp",
-    "timestamp_to_datetime_info", "datetime_info_to_timestamp", "shift_timestamp",
+    "set_low_battery_mode_status", "get_location_service_status",
+    "set_location_service_status", "get_current_location", "add_reminder",
+    "get_current_timestamp", "timestamp_to_datetime_info", "datetime_info_to_timestamp",
+    "shift_timestamp",
 )  # fmt: skip
 READS = frozenset(
     {"search_contacts", "get_cellular_service_status", "get_low_battery_mode_status",
-     "get_current_timestamp", "timestamp_to_datetime_info", "datetime_info_to_timestamp",
-     "shift_timestamp"}
+     "get_location_service_status", "get_current_location", "get_current_timestamp",
+     "timestamp_to_datetime_info", "datetime_info_to_timestamp", "shift_timestamp"}
 )  # fmt: skip
 POLICY = """- Find a contact's number with the contact tools; never guess a number.
 - If a tool refuses because of a phone setting, fix the setting and try again.
