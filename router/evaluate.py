@@ -23,7 +23,7 @@ from factory.markdown import cell
 from router.modes import Route, uniform_merge
 from router.routed import Router, Task, play
 from router.scorer import Scores
-from trainer.evaluation import mcnemar, rate
+from trainer.evaluation import mcnemar, rate, with_holm
 from trainer.rollout import Generator
 from trainer.settings import RolloutLimits
 
@@ -179,7 +179,7 @@ def assemble(
         "seconds_per_route": plan.seconds_per_route,
         "success": success,
         "best_single": best_single,
-        "paired": comparisons,
+        "paired": with_holm(comparisons),
         "per_task": [
             {
                 "env": t.env.env_id,
@@ -280,6 +280,7 @@ def add_rerouting(
         report["paired"][f"{name} vs {other}"] = mcnemar(
             [r["success"][name] for r in rows], [r["success"][other] for r in rows]
         )
+    report["paired"] = with_holm(report["paired"])  # one family with the new tests
     return name
 
 
@@ -359,12 +360,14 @@ def markdown(report: dict[str, Any]) -> str:
         "",
         "## Paired comparisons (same tasks, exact McNemar)",
         "",
-        "| comparison | won only by the first | only by the second | p |",
-        "|---|---|---|---|",
+        "| comparison | won only by the first | only by the second | p | p (Holm) |",
+        "|---|---|---|---|---|",
     ]
     for name, row in report["paired"].items():
+        holm_p = f"{row['p_holm']:.4g}" if "p_holm" in row else "-"
         lines.append(
-            f"| {cell(name)} | {row['only_first']} | {row['only_second']} | {row['p_value']:.4g} |"
+            f"| {cell(name)} | {row['only_first']} | {row['only_second']} "
+            f"| {row['p_value']:.4g} | {holm_p} |"
         )
     lines += [
         "",

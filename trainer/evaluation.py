@@ -1,7 +1,8 @@
 """Success rates on evaluation seeds, with 95% intervals and a paired test.
 
 Every rate the project reports has a 95% interval (Wilson for 0/1 outcomes);
-two policies are compared on the same seeds with the exact McNemar test.
+two policies are compared on the same seeds with the exact McNemar test, and a
+report's family of such tests carries Holm-adjusted p-values beside the raw ones.
 """
 
 from __future__ import annotations
@@ -54,6 +55,27 @@ def mcnemar(first: Sequence[bool], second: Sequence[bool]) -> dict[str, float]:
         "only_second": only_second,
         "p_value": float(p_value),
     }
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm-Bonferroni adjusted p-values, in the order given: a family of tests is
+    significant at alpha where each adjusted p is <= alpha (scipy has no Holm;
+    statsmodels' `multipletests(method="holm")` computes the same)."""
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    adjusted = [0.0] * len(p_values)
+    running = 0.0
+    for rank, index in enumerate(order):
+        running = max(running, min(1.0, (len(p_values) - rank) * p_values[index]))
+        adjusted[index] = running
+    return adjusted
+
+
+def with_holm(paired: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The paired tests of one report, each with `p_holm` beside its raw `p_value`
+    (the report's tests are one family)."""
+    names = list(paired)
+    adjusted = holm([paired[n]["p_value"] for n in names])
+    return {n: {**paired[n], "p_holm": p} for n, p in zip(names, adjusted, strict=True)}
 
 
 def mcnemar_power(

@@ -232,3 +232,6 @@ def test_the_errands_config_runs_the_whole_loop_on_a_python_target(
     assert "| oracle |" in report and "| single: permission_error_recovery |" in report
     episodes = json.loads((out / "evaluate" / "report.json").read_text())
     assert len(episodes["per_task"]) == 4
+    # one family of paired tests, each with its Holm-adjusted p beside the raw one
+    assert all(r["p_holm"] >= r["p_value"] for r in episodes["paired"].values())
+    assert "| p | p (Holm) |" in report

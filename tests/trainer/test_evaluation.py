@@ -105,3 +105,15 @@ def test_the_evaluation_plot_draws_every_point_with_its_interval(
     ((x, y, (below, above)),) = drawn
     assert x == [0, 1] and y == [0.4, 0.6]
     assert below == pytest.approx([0.15, 0.18]) and above == pytest.approx([0.18, 0.15])
+
+
+def test_holm_adjusts_a_family_of_p_values_in_their_order() -> None:
+    """By hand: sorted 0.005, 0.01, 0.03, 0.04 times 4, 3, 2, 1, made monotone and
+    capped at 1."""
+    from trainer.evaluation import holm, with_holm
+
+    assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert holm([0.5, 0.9]) == [1.0, 1.0] and holm([]) == []
+    paired = with_holm({"a vs b": {"p_value": 0.02}, "c vs d": {"p_value": 0.3}})
+    assert paired["a vs b"]["p_holm"] == pytest.approx(0.04)
+    assert paired["c vs d"] == {"p_value": 0.3, "p_holm": 0.3}

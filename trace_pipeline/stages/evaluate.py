@@ -223,6 +223,7 @@ def run(context: Context, out: Path) -> dict[str, Any]:
     )
     from router.plots import plot_confusion, plot_success
     from router.prompt import BASE
+    from trainer.evaluation import with_holm
     from trainer.models import mixed_precision
 
     if not context.config.target.playable:
@@ -317,6 +318,7 @@ def run(context: Context, out: Path) -> dict[str, Any]:
         report["paired"][f"{better} vs base model"] = paired(
             report, better, "base model"
         )
+    report["paired"] = with_holm(report["paired"])
     report["transcripts"] = {**folders, "re-routed on errors": rerouted.folder.name}
     per_condition = {
         name: [episodes[key][seeds[i]] for i, key in enumerate(used)]

@@ -156,14 +156,24 @@ def sections(context: Context) -> list[Section]:
         parts.append(
             Section(
                 "Paired comparisons (exact McNemar, same tasks)",
-                [],
-                ["comparison", "won only by the first", "only by the second", "p"],
+                [
+                    "p (Holm): adjusted over the report's family of tests "
+                    "(Holm-Bonferroni); a difference holds at 0.05 where it is <= 0.05."
+                ],
+                [
+                    "comparison",
+                    "won only by the first",
+                    "only by the second",
+                    "p",
+                    "p (Holm)",
+                ],
                 [
                     [
                         name,
                         str(r["only_first"]),
                         str(r["only_second"]),
                         f"{r['p_value']:.4g}",
+                        f"{r['p_holm']:.4g}" if "p_holm" in r else "-",
                     ]
                     for name, r in report["paired"].items()
                 ],
