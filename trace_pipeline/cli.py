@@ -1,6 +1,7 @@
 """The `trace` command: run the whole TRACE loop, show a run's state, fetch a model.
 
 trace run CONFIG.yaml [--out DIR] [--from STAGE] [--set KEY=VALUE ...]
+trace eval RUN --target CONFIG.yaml [--out DIR]   (a finished run on another target)
 trace status DIR
 trace settings                        (every config key: default, range and help)
 trace targets                         (the kinds of target, the phone target's knobs)
@@ -63,6 +64,20 @@ def _settings(arguments: argparse.Namespace) -> int:
     return 0
 
 
+def _eval(arguments: argparse.Namespace) -> int:
+    from trace_pipeline.evaluate_on import evaluate_on
+
+    run, config = Path(arguments.finished), Path(arguments.target)
+    out = (
+        run.with_name(f"{run.name}-on-{config.stem}")
+        if arguments.out is None
+        else Path(arguments.out)
+    )
+    report = evaluate_on(run, config, out)
+    print(f"report: {report / 'report.md'}")
+    return 0
+
+
 def _check_target(arguments: argparse.Namespace) -> int:
     from trace_pipeline.config import load_config
     from trace_pipeline.run import target_problems
@@ -115,6 +130,12 @@ def build_parser() -> argparse.ArgumentParser:
             ("--set", {"action": "append", "default": [], "metavar": "KEY=VALUE",
                        "help": "change one config value for this run (repeatable; "
                                "e.g. precision=bf16, train.iterations=2)"}),
+        )),
+        "eval": Command(_eval, "a finished run's adapters on another target, no retraining", (
+            ("finished", {"metavar": "RUN", "help": "a finished run folder"}),
+            ("--target", {"required": True,
+                          "help": "a config whose target section names the target"}),
+            ("--out", {"help": "new folder for the evaluation (default: RUN-on-<config>)"}),
         )),
         "status": Command(_status, "which stages of a run are done or stale",
                           (("folder", {"help": "a run folder"}),)),

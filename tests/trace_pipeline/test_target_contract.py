@@ -201,23 +201,29 @@ def test_the_minimal_target_in_the_docs_passes_check_target(
     assert main(["check-target", str(config), "--tasks", "5"]) == 0, capsys.readouterr()
 
 
-def test_the_errands_config_runs_the_whole_loop_on_a_python_target(
-    tmp_path: Path,
-) -> None:
-    """examples/pipelines/errands_tiny.yaml: collect, analysis scored against the
-    target's own needs, the included packages trained, every condition evaluated
-    on the target's test split, and the report, from a target written outside the
-    project's packages."""
+@pytest.fixture(scope="module")
+def errands_run(tmp_path_factory) -> Path:
+    """examples/pipelines/errands_tiny.yaml run end to end (the tiny model)."""
     import subprocess
     import sys
 
-    out = tmp_path / "run"
+    out = tmp_path_factory.mktemp("errands") / "run"
     done = subprocess.run(
         [sys.executable, "-m", "trace_pipeline", "run",
          "examples/pipelines/errands_tiny.yaml", "--out", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=1500, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
+    return out
+
+
+def test_the_errands_config_runs_the_whole_loop_on_a_python_target(
+    errands_run: Path,
+) -> None:
+    """Collect, analysis scored against the target's own needs, the included
+    packages trained, every condition evaluated on the target's test split, and
+    the report, from a target written outside the project's packages."""
+    out = errands_run
     records = [
         json.loads(line)
         for line in (out / "collect" / "trajectories.jsonl").read_text().splitlines()
@@ -235,3 +241,44 @@ def test_the_errands_config_runs_the_whole_loop_on_a_python_target(
     # one family of paired tests, each with its Holm-adjusted p beside the raw one
     assert all(r["p_holm"] >= r["p_value"] for r in episodes["paired"].values())
     assert "| p | p (Holm) |" in report
+
+
+def test_trace_eval_judges_a_finished_run_on_another_target(
+    errands_run: Path, tmp_path: Path, capsys
+) -> None:
+    """The errands run's adapters on the built-in phone target's test split: every
+    condition, the report with the oracle by the phone target's needs; the run
+    itself untouched; a target with another interface, a folder that is no run, an
+    --out that exists and a config without a target are refused naming why."""
+    before = (errands_run / "evaluate" / "manifest.json").read_text()
+    out = tmp_path / "on_phone"
+    phone = ROOT / "examples" / "pipelines" / "phone_tiny.yaml"
+    assert (
+        main(["eval", str(errands_run), "--target", str(phone), "--out", str(out)]) == 0
+    )
+    report = json.loads((out / "evaluate" / "report.json").read_text())
+    assert report["environments"] == ["trace/PhoneTarget-v0"] and report["tasks"] == 6
+    assert {"oracle", "base model", "single: permission_error_recovery"} <= set(
+        report["success"]
+    )
+    assert all("p_holm" in r for r in report["paired"].values())
+    evaluated = json.loads((out / "evaluated.json").read_text())
+    assert sorted(evaluated["adapters"]) == [
+        "date_time_recovery",
+        "permission_error_recovery",
+    ]
+    assert (errands_run / "evaluate" / "manifest.json").read_text() == before
+    capsys.readouterr()
+    shopping = tmp_path / "shopping.py"
+    page = (ROOT / "docs" / "targets.md").read_text()
+    shopping.write_text(page.split("```python\n", 1)[1].split("```", 1)[0])
+    other = _config(tmp_path, f"{shopping}:make_target")
+    for argv, message in (
+        ([str(errands_run), "--target", str(other)], "tool 'add_item' is not in the run's kit phone"),
+        ([str(tmp_path), "--target", str(phone)], "is not a folder `trace run` made"),
+        ([str(errands_run), "--target", str(phone), "--out", str(out)], "exists; give a new folder"),
+        ([str(errands_run), "--target", str(ROOT / "examples" / "pipelines" / "missing.yaml")], "no such file"),
+    ):  # fmt: skip
+        assert main(["eval", *argv]) == 2, argv
+        error = capsys.readouterr().err
+        assert message in error and "Traceback" not in error, error

@@ -1,0 +1,170 @@
+"""`trace eval RUN --target CONFIG --out DIR`: a finished run's adapters judged on
+another target, without retraining.
+
+Do these adapters help on a target they were not made from? The run's frozen
+adapters, router, probe and calibration requests are copied into a new run
+folder whose config is the run's own with CONFIG's `target` section in place of
+its target; the `evaluate` stage then plays every condition (base, each single,
+merges, the mixture, each routing mode, re-routing, the oracle where the target
+knows needs) on the new target's test split, greedily, in one batched stream,
+and writes the same report (`DIR/evaluate/report.md`: success with intervals,
+success by true need, routing accuracy, paired exact McNemar with Holm). The
+adapters were trained on an interface: a target showing a tool that the run's
+kit lacks, or with other parameters, is refused naming the difference.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import time
+from pathlib import Path
+
+import yaml
+
+from factory.outputs import LINK_REFUSED, unwritable_as, write_json, write_text
+from trace_pipeline.config import PipelineConfig, check_config, read_config
+from trace_pipeline.context import Context, task_info
+from trace_pipeline.errors import PipelineError
+from trace_pipeline.run import preflight, stage_inputs
+from trace_pipeline.stages import NAMES, STAGES
+from trace_pipeline.store import RunFolder, digest
+
+# What evaluate reads of the run: its adapters and router (route), the mixture
+# (baselines), the calibration requests (collect), what they were trained for
+# (analyze, generate, train), and the tiny test model (random weights of its own).
+COPIED = (
+    "collect",
+    "analyze",
+    "generate",
+    "train",
+    "baselines",
+    "route",
+    ".tiny-model",
+)
+NEEDED = ("train", "route")  # a run without these has no adapters to judge
+
+
+def _finished(run: Path) -> RunFolder:
+    folder = RunFolder(run)
+    if run.is_symlink() or not run.is_dir() or not folder.made_here():
+        raise PipelineError(
+            f"{run} is not a folder `trace run` made; give a finished run's --out"
+        )
+    missing = [name for name in NEEDED if folder.manifest(name) is None]
+    if missing:
+        raise PipelineError(
+            f"{run}: stage {missing[0]} is not done (see `trace status {run}`); "
+            "finish the run first"
+        )
+    return folder
+
+
+def merged_config(run: Path, target_config: Path) -> tuple[PipelineConfig, str, str]:
+    """The run's config with `target_config`'s target section, its YAML text, and the
+    kit the run's packages were built on."""
+    data = read_config(run / "config.yaml")
+    kit = check_config(data, run / "config.yaml").target.kit
+    other = read_config(target_config)
+    if not isinstance(other.get("target"), dict):
+        raise PipelineError(
+            f"--target {target_config} has no target section; give a config whose "
+            "`target:` names the target to evaluate on"
+        )
+    data["target"] = other["target"]
+    config = check_config(data, target_config)
+    if not config.target.playable:
+        raise PipelineError(
+            f"--target {target_config}: target kind {config.target.kind} has nothing "
+            "to play; give a target the agent can act on"
+        )
+    return config, yaml.safe_dump(data, sort_keys=False), kit
+
+
+def interface_problems(config: PipelineConfig, run_kit: str, out: Path) -> list[str]:
+    """Each tool the new target shows that the run's kit lacks, or shows with other
+    parameters (the adapters learned the kit's interface)."""
+    from factory.analyze.pipeline import resolve_target
+    from factory.kits import kits
+    from trainer.config import EVAL_SEED_BASE
+
+    kit = resolve_target(run_kit, "the run's target.kit")
+    schemas = kits()[kit].schemas if isinstance(kit, str) else kit["tools"]
+    known = {
+        s["function"]["name"]: s["function"].get("parameters", {}) for s in schemas
+    }
+    context = Context(config, RunFolder(out), out / "config.yaml")  # its target only
+    shown = task_info(context.target().make(), EVAL_SEED_BASE).get("tools") or []
+    problems = []
+    for schema in shown:
+        function = schema.get("function", {}) if isinstance(schema, dict) else {}
+        name = function.get("name")
+        if name not in known:
+            problems.append(f"tool {name!r:.60} is not in the run's kit {run_kit}")
+        elif json.dumps(function.get("parameters", {}), sort_keys=True) != json.dumps(
+            known[name], sort_keys=True
+        ):
+            problems.append(f"tool {name} takes other parameters than in kit {run_kit}")
+    return problems
+
+
+def _sha256(path: Path) -> str:
+    sha = hashlib.sha256()
+    with path.open("rb") as handle:
+        while block := handle.read(1 << 20):
+            sha.update(block)
+    return sha.hexdigest()
+
+
+def evaluate_on(run: Path, target_config: Path, out: Path) -> Path:
+    """Every condition of the finished run `run` on `target_config`'s test split,
+    in the new run folder `out`; return the evaluate report's folder."""
+    source = _finished(run)
+    config, text, kit = merged_config(run, target_config)
+    preflight(config)
+    problems = interface_problems(config, kit, out)
+    if problems:
+        raise PipelineError(
+            f"--target {target_config} shows another interface than the run's adapters "
+            f"were trained on: {'; '.join(problems[:5])}"
+            + (f" (and {len(problems) - 5} more)" if len(problems) > 5 else "")
+        )
+    if out.exists() or out.is_symlink():
+        raise PipelineError(
+            f"--out {out} exists; give a new folder for this evaluation"
+        )
+    folder = RunFolder(out)
+    folder.open(target_config)
+    with folder.lock():
+        with unwritable_as(PipelineError, f"--out {out}"):
+            for name in COPIED:
+                origin = source.root / name
+                if origin.is_symlink():
+                    raise PipelineError(f"{origin} {LINK_REFUSED}")
+                if origin.is_dir():
+                    shutil.copytree(origin, out / name, symlinks=True)
+            write_text(out / "config.yaml", f"# {run} on {target_config}\n" + text)
+            adapters = sorted(
+                (out / "route" / "adapters").glob("*/adapter_model.safetensors")
+            )
+            write_json(
+                out / "evaluated.json",
+                {
+                    "run": str(run.resolve()),
+                    "target_config": str(target_config.resolve()),
+                    "target": config.section("target")["target"],
+                    "adapters": {p.parent.name: _sha256(p) for p in adapters},
+                },
+            )
+        context = Context(config, folder, out / "config.yaml")
+        stage = STAGES[NAMES.index("evaluate")]
+        inputs = stage_inputs(stage, config, folder)
+        began = time.time()
+        context.say(f"evaluate: the adapters of {run} on {target_config}'s test split")
+        with folder.staging(stage.name) as staging:
+            result = stage.work(context, staging)
+            folder.finish(
+                staging, stage.name, digest(inputs), inputs, began, result=result
+            )
+    return folder.stage("evaluate")
