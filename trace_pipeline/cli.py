@@ -32,7 +32,7 @@ def _run(arguments: argparse.Namespace) -> int:
 
     config = Path(arguments.config)
     out = Path("runs") / config.stem if arguments.out is None else Path(arguments.out)
-    report = run(config, out, arguments.start, arguments.set)
+    report = run(config, out, arguments.start, arguments.set, arguments.replay_test)
     print(f"report: {report / 'report.md'} and {report / 'report.html'}")
     return 0
 
@@ -73,7 +73,7 @@ def _eval(arguments: argparse.Namespace) -> int:
         if arguments.out is None
         else Path(arguments.out)
     )
-    report = evaluate_on(run, config, out)
+    report = evaluate_on(run, config, out, arguments.replay_test)
     print(f"report: {report / 'report.md'}")
     return 0
 
@@ -115,6 +115,11 @@ def _targets(arguments: argparse.Namespace) -> int:
     return 0
 
 
+REPLAY = ("--replay-test", {"action": "store_true",
+                            "help": "play a test split played before under another "
+                                    "config (the report says it is a replay)"})  # fmt: skip
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The `trace` command's parser: one subcommand per entry of `commands`."""
     from trace_pipeline.models import MODELS
@@ -130,12 +135,14 @@ def build_parser() -> argparse.ArgumentParser:
             ("--set", {"action": "append", "default": [], "metavar": "KEY=VALUE",
                        "help": "change one config value for this run (repeatable; "
                                "e.g. precision=bf16, train.iterations=2)"}),
+            REPLAY,
         )),
         "eval": Command(_eval, "a finished run's adapters on another target, no retraining", (
             ("finished", {"metavar": "RUN", "help": "a finished run folder"}),
             ("--target", {"required": True,
                           "help": "a config whose target section names the target"}),
             ("--out", {"help": "new folder for the evaluation (default: RUN-on-<config>)"}),
+            REPLAY,
         )),
         "status": Command(_status, "which stages of a run are done or stale",
                           (("folder", {"help": "a run folder"}),)),

@@ -323,6 +323,24 @@ class Ray(Section):
     )
 
 
+class Protocol(Section):
+    """Which split `evaluate` plays, and where plays of a test split are kept
+    (trace_pipeline.protocol)."""
+
+    split: Literal["dev", "test"] = Field(
+        "test",
+        description="the split evaluate plays: dev while choosing knobs, budgets and "
+        "routing; test once the config is frozen (played once per config; another "
+        "config needs --replay-test)",
+    )
+    ledger: str | None = Field(
+        None,
+        max_length=4096,
+        description="a JSON-lines file shared by runs that records every play of a "
+        "target's test split (none: this run folder's protocol.json alone)",
+    )
+
+
 class PipelineConfig(Section):
     """A whole `trace run`."""
 
@@ -346,6 +364,15 @@ class PipelineConfig(Section):
     train: Train = Field(default_factory=Train)
     baselines: Baselines = Field(default_factory=Baselines)
     route: Route = Field(default_factory=Route)
+    protocol: Protocol = Field(default_factory=Protocol)
+
+    @model_validator(mode="after")
+    def _dev_split(self) -> PipelineConfig:
+        if self.protocol.split == "dev" and self.target.kind == "tau2":
+            raise ValueError(
+                "protocol.split dev: a tau2 target has its own splits (target.tau2)"
+            )
+        return self
 
     def section(self, *names: str) -> dict[str, Any]:
         """The named settings as plain JSON (what a stage's manifest hashes);
@@ -358,6 +385,19 @@ class PipelineConfig(Section):
                 value = value[part]
             chosen[name] = value
         return chosen
+
+
+# The settings that define the target's tasks (what the agent is played on),
+# without the split sizes; a tau2 target's settings count only for a tau2 target.
+TASKS = (
+    "target.kind", "target.env", "target.trajectories", "target.kit", "target.difficulty",
+    "target.entry", "target.settings",
+)  # fmt: skip
+
+
+def tasks(config: PipelineConfig) -> tuple[str, ...]:
+    """The names of the settings that define `config`'s target tasks."""
+    return (*TASKS, "target.tau2") if config.target.kind == "tau2" else TASKS
 
 
 def settings_table(

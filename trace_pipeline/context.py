@@ -67,6 +67,9 @@ class Context:
     config: PipelineConfig
     folder: RunFolder
     config_file: Path
+    replay_test: bool = (
+        False  # `--replay-test`: a test split played before may be again
+    )
     _base: tuple[Any, Any] | None = None
     loaded: dict[str, Any] = field(default_factory=dict)  # models a stage loads once
 

@@ -27,6 +27,7 @@ from factory.outputs import LINK_REFUSED, unwritable_as, write_json, write_text
 from trace_pipeline.config import PipelineConfig, check_config, read_config
 from trace_pipeline.context import Context, task_info
 from trace_pipeline.errors import PipelineError
+from trace_pipeline.protocol import guard
 from trace_pipeline.run import preflight, stage_inputs
 from trace_pipeline.stages import NAMES, STAGES
 from trace_pipeline.store import RunFolder, digest
@@ -117,9 +118,12 @@ def _sha256(path: Path) -> str:
     return sha.hexdigest()
 
 
-def evaluate_on(run: Path, target_config: Path, out: Path) -> Path:
+def evaluate_on(
+    run: Path, target_config: Path, out: Path, replay_test: bool = False
+) -> Path:
     """Every condition of the finished run `run` on `target_config`'s test split,
-    in the new run folder `out`; return the evaluate report's folder."""
+    in the new run folder `out`; return the evaluate report's folder. The test split
+    is played under the protocol (`replay_test`: `--replay-test`)."""
     source = _finished(run)
     config, text, kit = merged_config(run, target_config)
     preflight(config)
@@ -137,6 +141,7 @@ def evaluate_on(run: Path, target_config: Path, out: Path) -> Path:
     folder = RunFolder(out)
     folder.open(target_config)
     with folder.lock():
+        guard(folder, config, replay_test)
         with unwritable_as(PipelineError, f"--out {out}"):
             for name in COPIED:
                 origin = source.root / name
@@ -157,7 +162,7 @@ def evaluate_on(run: Path, target_config: Path, out: Path) -> Path:
                     "adapters": {p.parent.name: _sha256(p) for p in adapters},
                 },
             )
-        context = Context(config, folder, out / "config.yaml")
+        context = Context(config, folder, out / "config.yaml", replay_test)
         stage = STAGES[NAMES.index("evaluate")]
         inputs = stage_inputs(stage, config, folder)
         began = time.time()

@@ -29,6 +29,7 @@ from trace_pipeline.config import (
 )
 from trace_pipeline.context import Context
 from trace_pipeline.errors import PipelineError
+from trace_pipeline.protocol import guard
 from trace_pipeline.stages import NAMES, STAGES, Stage
 from trace_pipeline.store import MANIFEST, RunFolder, digest
 
@@ -170,9 +171,12 @@ def run(
     out: Path,
     start: str | None = None,
     overrides: Sequence[str] = (),
+    replay_test: bool = False,
 ) -> Path:
     """Run every stage that is not already done; return the report folder.
-    `overrides` (`--set KEY=VALUE`) change the config file's values for this run."""
+    `overrides` (`--set KEY=VALUE`) change the config file's values for this run;
+    `replay_test` lets evaluate play a test split played before under another
+    config (trace_pipeline.protocol)."""
     if start is not None and start not in NAMES:
         raise PipelineError(
             f"--from {start}: not a stage; choose one of {', '.join(NAMES)}"
@@ -183,6 +187,7 @@ def run(
     folder = RunFolder(out)
     folder.open(config_file)
     with folder.lock():
+        guard(folder, config, replay_test)
         saved = out / "config.yaml"
         # The run folder keeps the config it ran: `trace status`, job workers and a
         # rerun read it. With overrides, that is the file's mapping with them applied.
@@ -194,7 +199,9 @@ def run(
             )
         if not saved.is_file() or saved.read_bytes() != text.encode():
             write_text(saved, text)  # a link there was refused when the folder opened
-        context = Context(config, folder, saved if overrides else config_file)
+        context = Context(
+            config, folder, saved if overrides else config_file, replay_test
+        )
         if start is not None:  # forgotten first: a run killed half-way redoes them too
             for stage in STAGES[NAMES.index(start) :]:
                 folder.forget(stage.name, stage.jobs)

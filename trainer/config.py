@@ -9,6 +9,9 @@ from factory.settings import setting
 from trainer.settings import Backend, Precision, Reporter, RolloutLimits, ToolFormat
 
 EVAL_SEED_BASE = 2**30  # training seeds are below, evaluation seeds at or above
+# A target's dev split (trace_pipeline.protocol): its seeds from here, below the test
+# split's (EVAL_SEED_BASE on), above its analysis split's (0 on).
+DEV_SEED_BASE = 2**29
 
 
 class TrainConfig(RolloutLimits):

@@ -46,7 +46,8 @@ def _rerun_changed(
     changed = tmp_path / "changed.yaml"
     assert old in TINY.read_text()
     changed.write_text(TINY.read_text().replace(old, new))
-    return out, changed, _trace("run", str(changed), "--out", str(out))
+    # a changed config replays the finished run's test split: --replay-test says so
+    return out, changed, _trace("run", str(changed), "--out", str(out), "--replay-test")
 
 
 @pytest.fixture(scope="module")
@@ -144,6 +145,25 @@ def test_a_rerun_skips_every_stage_and_from_redoes_the_rest(finished: Path) -> N
             "permission_error_recovery",
             "date_time_recovery",
         }
+
+
+def test_the_test_split_is_played_once_per_config_and_the_report_says_so(
+    finished: Path, tmp_path: Path
+) -> None:
+    """The finished run wrote protocol.json before playing its test split and its
+    report has a Protocol section; the same folder under another config is refused
+    before any stage runs, naming --replay-test."""
+    protocol = json.loads((finished / "protocol.json").read_text())
+    assert protocol["test_seeds"] == {"first": 2**30, "count": 6}
+    assert len(protocol["plays"]) == 1 and not protocol["replay"]
+    assert "## Protocol" in (finished / "report" / "report.md").read_text()
+    out = tmp_path / "run"
+    shutil.copytree(finished, out, symlinks=True)
+    changed = tmp_path / "changed.yaml"
+    changed.write_text(TINY.read_text().replace("cold_start: 2", "cold_start: 3"))
+    refused = _trace("run", str(changed), "--out", str(out))
+    assert refused.returncode == 2 and "--replay-test" in refused.stderr
+    assert "running" not in refused.stderr  # before any stage
 
 
 def test_a_changed_setting_makes_its_stages_stale(

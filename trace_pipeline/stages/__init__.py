@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trace_pipeline.config import PipelineConfig
+from trace_pipeline.config import TASKS, PipelineConfig, tasks
 from trace_pipeline.context import Context
 from trace_pipeline.stages import (
     analyze,
@@ -43,19 +43,6 @@ class Stage:
 
 
 MODEL = ("model", "chat_template", "precision")
-# The settings that define the target's tasks (what the agent is played on),
-# without the split sizes; a tau2 target's settings count only for a tau2 target.
-TASKS = (
-    "target.kind", "target.env", "target.trajectories", "target.kit", "target.difficulty",
-    "target.entry", "target.settings",
-)  # fmt: skip
-
-
-def tasks(config: PipelineConfig) -> tuple[str, ...]:
-    """The names of the settings that define `config`'s target tasks."""
-    return (*TASKS, "target.tau2") if config.target.kind == "tau2" else TASKS
-
-
 STAGES = (
     Stage(
         "collect",
@@ -89,7 +76,7 @@ STAGES = (
     ),
     Stage(
         "evaluate",
-        (*MODEL, "target.heldout_episodes", "rollout", "route"),
+        (*MODEL, "target.heldout_episodes", "rollout", "route", "protocol.split"),
         ("route", "baselines"),
         evaluate.run,
         plays_target=True,
@@ -103,3 +90,4 @@ STAGES = (
     ),
 )
 NAMES = tuple(stage.name for stage in STAGES)
+__all__ = ["MODEL", "NAMES", "STAGES", "TASKS", "Stage", "tasks"]

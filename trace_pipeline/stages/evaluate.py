@@ -31,6 +31,7 @@ from typing import Any
 from factory.outputs import write_json
 from trace_pipeline.context import Context, transcript
 from trace_pipeline.executors import Job, run_jobs
+from trace_pipeline.protocol import first_seed, record
 from trace_pipeline.store import digest, read_output
 
 REROUTE_MODE = "argmax"
@@ -47,12 +48,10 @@ def truth(context: Context, seed: int, names: list[str]) -> str:
 def tasks(context: Context, names: list[str]) -> list[Any]:
     """The held-out tasks, each with its `truth`."""
     from router.routed import Task, first_observation
-    from trainer.config import EVAL_SEED_BASE
 
     handle = context.target()
-    seeds = range(
-        EVAL_SEED_BASE, EVAL_SEED_BASE + context.config.target.heldout_episodes
-    )
+    first = first_seed(context.config)
+    seeds = range(first, first + context.config.target.heldout_episodes)
     return [
         Task(handle, seed, truth(context, seed, names), first_observation(handle, seed))
         for seed in seeds
@@ -233,8 +232,17 @@ def run(context: Context, out: Path) -> dict[str, Any]:
         context.say(f"evaluate: {note}")
         write_json(out / "report.json", {"success": {}, "per_task": [], "note": note})
         return {"success": {}, "best_single": None, "note": note}
+    protocol = {"split": context.config.protocol.split}
+    if context.config.protocol.split == "test":  # written before the split is played
+        kept = record(context.folder, context.config, context.replay_test)
+        protocol |= {
+            "config_digest": kept["config_digest"],
+            "plays": len(kept["plays"]),
+            "configs": [c[:12] for c in kept["configs"]],
+            "replay": kept["replay"],
+        }
     if not (context.folder.stage("route") / "adapters").is_dir():
-        return base_only(context, out)
+        return base_only(context, out) | {"protocol": protocol}
     bank, _, router, baselines = routed_model(context)
     names = bank.capabilities.names
     chosen = list(held_out(context).values())
@@ -330,12 +338,15 @@ def run(context: Context, out: Path) -> dict[str, Any]:
     (out / "report.md").write_text(markdown(report), encoding="utf-8")
     plot_confusion(report, out / "confusion.png")
     plot_success(report, out / "success.png")
-    return {"success": report["success"], "best_single": report["best_single"]}
+    return {
+        "success": report["success"],
+        "best_single": report["best_single"],
+        "protocol": protocol,
+    }
 
 
 def base_only(context: Context, out: Path) -> dict[str, Any]:
     """No adapter was trained: the base model's held-out success alone."""
-    from trainer.config import EVAL_SEED_BASE
     from trainer.evaluation import evaluate, rate
     from trainer.generation import TransformersGenerator
 
@@ -346,7 +357,7 @@ def base_only(context: Context, out: Path) -> dict[str, Any]:
         tokenizer,
         context.config.target.heldout_episodes,
         context.limits(),
-        EVAL_SEED_BASE,
+        first_seed(context.config),
         context.config.rollout.tool_format,
     )
     success = {"base model": rate([float(o) for o in played["outcomes"]])}

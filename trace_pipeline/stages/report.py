@@ -209,6 +209,8 @@ def sections(context: Context) -> list[Section]:
                 [[n, interval(r)] for n, r in report["success"].items()],
             )
         )
+    if protocol := result["evaluate"].get("protocol"):
+        parts.append(protocol_section(protocol, context))
     parts.append(
         Section(
             "Wall time per stage",
@@ -277,6 +279,34 @@ def _read(path: Path) -> dict[str, Any]:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
+
+
+def protocol_section(protocol: dict[str, Any], context: Context) -> Section:
+    """Which split evaluate played, and for a test split every play of it known."""
+    count = context.config.target.heldout_episodes
+    if protocol["split"] == "dev":
+        return Section(
+            "Protocol",
+            [
+                f"Evaluated on the dev split ({count} tasks): the place for choices. "
+                "The test split was not played by this run (protocol.split: test plays "
+                "it once the config is frozen)."
+            ],
+        )
+    where = context.config.protocol.ledger or "this run folder"
+    lines = [
+        f"Test split ({count} tasks) played under config {protocol['config_digest'][:12]} "
+        f"(`protocol.json`). Known plays of these test seeds ({where}): "
+        f"{protocol['plays']}, under {len(protocol['configs'])} config(s): "
+        f"{', '.join(protocol['configs'])}.",
+    ]
+    if protocol["replay"]:
+        lines.append(
+            "**A replay**: these test seeds were played before under another config "
+            "(--replay-test), so what this report shows was not measured once on a "
+            "split no choice was made on."
+        )
+    return Section("Protocol", lines)
 
 
 def markdown(parts: list[Section]) -> str:

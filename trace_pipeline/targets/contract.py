@@ -48,13 +48,10 @@ from gymnasium import spaces
 from factory.runtime import State, ToolError, Toolkit
 from factory.runtime.actions import MAX_ACTION_CHARS, parse_action
 from factory.runtime.env import MAX_OBSERVATION_CHARS, STOP_MESSAGE, run_call, snapshot
-from trainer.config import EVAL_SEED_BASE
+from trainer.config import DEV_SEED_BASE, EVAL_SEED_BASE
 
 ENV_ID = "trace/ContractTarget-v0"
 SPLITS = ("analysis", "dev", "test")
-DEV_SEED_BASE = (
-    2**29
-)  # analysis seeds below, dev seeds from here, test from EVAL_SEED_BASE
 SYSTEM_PROMPT = (
     "You are a helpful assistant. Use the tools to carry out the user's request; "
     "answer the user in text when you are done."
