@@ -13,10 +13,11 @@ this folder on PYTHONPATH.
 Each task is an errand: text a contact, set a nudge (a reminder), or both in
 one request. What it truly needs is latent: the phone may be in low battery
 mode or have cellular off (the first text is refused, and the agent must turn
-the blocker off: permission_error_recovery), and a nudge's time may be relative
-("the day after tomorrow at 8 in the morning", to be resolved against the
-device clock with the date tools: date_time_recovery). A both-errand can need
-both.
+the blocker off: permission_error_recovery), and a nudge's timestamp must come
+from the date tools (date_time_recovery), its time sometimes relative ("the day
+after tomorrow at 08:00", to be resolved against the device clock). A
+both-errand can need both. No request template and no gold tool sequence is an
+archetype module's (tests/trace_pipeline/test_errands_overlap.py).
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ NOTES = (
     "the kids' recital starts at six",
 )
 CHORES = (
-    "return the library books",
+    "renew the fishing licence",
     "book the car service",
     "order the birthday cake",
     "cancel the gym trial",
@@ -174,8 +175,8 @@ def _task(
         relative = rng.randrange(100) < share_relative
         said, when = _nudge_time(rng, now, relative)
         asks.append(f"nudge me to {chore} {said}")
+        needs.append("date_time_recovery")  # its timestamp must come from the tools
         if relative:
-            needs.append("date_time_recovery")
             hidden.append(f"{MONTHS[when.month - 1]} {when.day}")
             expected.append({"name": "get_current_timestamp", "arguments": {}})
         expected += [

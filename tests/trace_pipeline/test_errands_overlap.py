@@ -1,0 +1,76 @@
+"""The errands target was not written from the archetypes: none of its request
+templates (slot-abstracted) and none of its gold tool sequences is an archetype
+module's, and few of its word 3-grams are (the built-in phone target, which shares
+the permission archetype's requests, is measured beside it)."""
+
+from __future__ import annotations
+
+import random
+import re
+from pathlib import Path
+
+from factory.archetypes import archetypes
+from trace_pipeline.targets.contract import load_target
+
+ROOT = Path(__file__).resolve().parents[2]
+TASKS = 300
+
+
+def abstract(text: str) -> str:
+    """A request with its slots abstracted: quoted text Q, numbers #, names X."""
+    text = re.sub(r'"[^"]*"', " Q ", text)
+    text = re.sub(r"\d+", "#", text)
+    text = re.sub(r"\b[A-Z][a-z]+\b", "X", text)
+    return " ".join(re.findall(r"[a-zA-Z#]+|[^\sa-zA-Z#]", text.lower()))
+
+
+def grams(text: str) -> set[tuple[str, ...]]:
+    words = text.split()
+    return {tuple(words[i : i + 3]) for i in range(len(words) - 2)}
+
+
+def archetype_phone_tasks() -> tuple[set[str], set[tuple[str, ...]]]:
+    """(templates, gold tool sequences) of every archetype's phone task module."""
+    templates, scripts = set(), set()
+    for archetype in archetypes().values():
+        if "phone" not in archetype.kits:
+            continue
+        module = archetype.task_module("phone")
+        knobs = {knob.name: knob.default for knob in module.KNOBS}
+        for seed in range(TASKS):
+            task = module.build_task(random.Random(seed), knobs, f"t{seed}")
+            templates.add(abstract(task.instruction))
+            scripts.add(tuple(call.name for call in task.gold_actions))
+    return templates, scripts
+
+
+def test_errands_shares_no_template_or_gold_script_with_any_archetype() -> None:
+    templates, scripts = archetype_phone_tasks()
+    target = load_target(f"{ROOT}/examples/targets/errands/errands.py:make_target")
+    mine, my_scripts = set(), set()
+    for split in ("analysis", "dev", "test"):
+        for index in range(TASKS // 3):
+            task = target.task(split, index)
+            mine.add(abstract(task.instruction))
+            my_scripts.add(
+                tuple(a["name"] for a in task.expected_actions or () if "name" in a)
+            )
+    assert not mine & templates, sorted(mine & templates)[:5]
+    assert not my_scripts & scripts, sorted(my_scripts & scripts)[:5]
+    archetype_grams = set().union(*map(grams, templates))
+    my_grams = set().union(*map(grams, mine))
+    coverage = len(my_grams & archetype_grams) / len(my_grams)
+    from trace_pipeline.targets.phone import family
+
+    phone = family()
+    built_in = {
+        abstract(phone.generate(s, phone.knob_values({})).instruction)
+        for s in range(TASKS)
+    }
+    phone_grams = set().union(*map(grams, built_in))
+    phone_coverage = len(phone_grams & archetype_grams) / len(phone_grams)
+    print(
+        f"3-gram coverage by the archetypes' phone modules: errands {coverage:.2f}, "
+        f"the built-in phone target {phone_coverage:.2f}"
+    )
+    assert coverage < 0.25 < phone_coverage
