@@ -97,20 +97,19 @@ FORCE = ("--force", {"action": "store_true", "help": "replace what an earlier ru
 SEEDS = ("--seeds", {"type": number(int, Interval(ge=1, le=MAX_SEEDS)),
                      "help": "calibration seeds (default: the spec's)"})
 PACKAGE = ("package", {"help": "generated_envs/<cap>"})
-OLD = "(--output is the old name)"
 COMMANDS = {
     "schema": Command(_schema, "print the capability spec's JSON Schema"),
     "kits": Command(_kits, "list target kits and supported archetype pairs"),
     "generate": Command(_generate, "build, validate and place a package from a spec", (
         ("spec", {"help": "capability.json"}),
-        ("--out", "--output", {"default": "generated_envs", "help": f"parent folder {OLD}"}),
+        ("--out", {"default": "generated_envs", "help": "parent folder"}),
         FORCE, SEEDS,
         ("--no-validate", {"action": "store_true", "help": "skip validation (not recommended)"}),
     ), (Derived(Codegen),)),
     "analyze": Command(_analyze, "find the capabilities that separate failed from successful runs", (
         ("paths", {"nargs": "+", "help": "tau2-bench results, ToolSandbox folders, JSONL"}),
         ("--target", {"required": True, "help": "kit id (airline, retail, phone) or tools.json"}),
-        ("--out", "--output", {"required": True, "help": f"report and specs folder {OLD}"}),
+        ("--out", {"required": True, "help": "report and specs folder"}),
         ("--skip-bad", {"action": "store_true", "help": "skip malformed records, count them"}),
         FORCE,
         ("--truth", {"metavar": "LABELS_JSON",

@@ -39,12 +39,12 @@ def setting(
     help: str,
     *,
     flag: str | None = None,
-    aliases: tuple[str, ...] = (),
     **limits: Any,
 ) -> Any:
-    """A field with its default, help, range (`ge`, `le`, `gt`, `lt`), its option when
-    that is not `--field-name` (`flag`), and older names it answers to (`aliases`)."""
-    extra = {"flag": flag or "", "aliases": list(aliases)}
+    """A field with its default, help, range (`ge`, `le`, `gt`, `lt`), and its option
+    when that is not `--field-name` (`flag`); one name only, so that a name means one
+    thing in every CLI."""
+    extra = {"flag": flag or ""}
     return Field(default, description=help, json_schema_extra=extra, **limits)
 
 
@@ -157,8 +157,7 @@ def add_options(
             options["nargs"] = "+"
         elif annotation in (int, float):
             options["type"] = number(annotation, *field.metadata)
-        aliases = _extra(model, name).get("aliases", ())
-        parser.add_argument(flag(model, name), *aliases, **options)
+        parser.add_argument(flag(model, name), **options)
 
 
 def from_arguments(model: type[Model], arguments: argparse.Namespace) -> Model:

@@ -88,29 +88,20 @@ def _routing(*fields: str, required: tuple[str, ...] = ("adapters",)) -> Derived
     return Derived(RouterSettings, ("model", "adapters", *fields), required)
 
 
-# fmt: off
-# The flag before --calibration existed: contextual calibration.
-# Registered before --calibration, it sets no default of its own (SUPPRESS).
-OLD_CALIBRATE = ("--calibrate", {"dest": "calibration", "action": "store_const",
-                                 "const": "content-free", "default": argparse.SUPPRESS,
-                                 "help": argparse.SUPPRESS})
-
-
 def build_parser() -> argparse.ArgumentParser:
     from trainer.config import EVAL_SEED_BASE, TrainConfig
     from trainer.settings import BACKENDS, Evaluation, RolloutLimits
 
     routing, envs = [*RoutingSettings.model_fields], ["envs", "base_envs"]
+    # fmt: off
     commands = {
         "route": Command(_route, "print the route of one task", (
-            OLD_CALIBRATE,
             ("--env", {"help": "take the task from this environment"}),
-            ("--task-seed", "--seed", {"dest": "seed", "type": int, "default": EVAL_SEED_BASE,
+            ("--task-seed", {"dest": "seed", "type": int, "default": EVAL_SEED_BASE,
              "help": "the seed of the environment's task (the first evaluation seed)"}),
             ("--messages", {"help": "or a JSON file with the task's first messages"}),
         ), (_routing(*routing, "mode"),)),
         "fit": Command(_fit, "fit the probe on routing examples from training seeds", (
-            OLD_CALIBRATE,
             ("--examples", {"type": number(int, Interval(ge=2, le=100_000)), "default": 64,
                             "help": "examples per environment"}),
             ("--first-seed", {"type": int, "default": 10_000, "help": "first training seed"}),
@@ -119,7 +110,6 @@ def build_parser() -> argparse.ArgumentParser:
             ("--force", {"action": "store_true", "help": "replace an existing probe"}),
         ), (_routing("example_tokens", "task_tokens", "prompt_format", *envs),)),
         "eval": Command(_eval, "routing accuracy and task success on evaluation seeds", (
-            OLD_CALIBRATE,
             ("--out", {"required": True,
                        "help": "report folder (report.md/json, confusion.png, success.png)"}),
             ("--force", {"action": "store_true", "help": "replace an earlier eval output"}),
@@ -131,7 +121,6 @@ def build_parser() -> argparse.ArgumentParser:
             Derived(TrainConfig, ("generation_batch_size", "precision", "backend")),
         )),
         "serve": Command(_serve, "OpenAI-compatible chat completions for the routed agent", (
-            OLD_CALIBRATE,
             ("--host", {"default": "127.0.0.1",
                         "help": "address to listen on (0.0.0.0: every one)"}),
             ("--port", {"type": number(int, Interval(ge=0, le=65535)), "default": 8000,

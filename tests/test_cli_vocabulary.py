@@ -16,7 +16,8 @@ PER_COMMAND_DEFAULT = {"--out"}
 
 
 def _options() -> dict[str, list[tuple[str, argparse.Action]]]:
-    """Each option's canonical (first) name -> every (command, action) declaring it."""
+    """Each option name (every one an action answers to) -> every (command, action)
+    declaring it."""
     found: dict[str, list[tuple[str, argparse.Action]]] = defaultdict(list)
 
     def walk(parser: argparse.ArgumentParser, command: str) -> None:
@@ -25,7 +26,8 @@ def _options() -> dict[str, list[tuple[str, argparse.Action]]]:
                 for name, sub in action.choices.items():
                     walk(sub, f"{command} {name}")
             elif action.option_strings and action.dest not in ("help", "version"):
-                found[action.option_strings[0]].append((command, action))
+                for name in action.option_strings:
+                    found[name].append((command, action))
 
     for build, command in (
         (factory_parser, "factory"),
@@ -119,3 +121,22 @@ def test_trace_run_train_and_rollout_take_the_trainers_ranges_and_help() -> None
             assert set(map(repr, own.metadata)) <= set(map(repr, field.metadata)), name
             assert field.annotation == own.annotation, name
     assert shared >= 20
+
+
+def test_an_option_has_one_name() -> None:
+    """No aliases: a second name is one more thing to learn, and once meant another
+    thing elsewhere (`factory generate --backend` was `--codegen`, `router route
+    --seed` the task's seed); a `--no-` form of a switch is the same name. The names
+    dropped in 0.2.0 (CHANGELOG.md) are refused."""
+    aliased = {
+        f"{command} {action.option_strings}"
+        for uses in _options().values()
+        for command, action in uses
+        if len(action.option_strings) > 1
+        and not isinstance(action, argparse.BooleanOptionalAction)
+    }
+    assert aliased == set()
+    names = _options()
+    for old in ("--output", "--samples", "--max-tokens", "--calibrate"):
+        assert old not in names, old
+    assert all(a.dest != "seed" for _, a in names.get("--seed", []) if "router" in _)

@@ -30,7 +30,6 @@ class AnalysisSettings(BaseModel):
     llm_model: str | None = setting(
         None,
         "label with this model at OPENAI_BASE_URL instead of the offline detectors",
-        aliases=("--model",),
     )
 
     @model_validator(mode="after")

@@ -149,7 +149,6 @@ class Codegen(BaseModel):
         "who writes the task module: a built-in archetype (template), a model (llm), "
         "or template when the spec names a built-in pair (auto)",
         flag="--codegen",
-        aliases=("--backend",),
     )
     model: str | None = setting(
         None,

@@ -360,13 +360,9 @@ class CalibrationSettings(BaseModel):
     first_seed: int = setting(
         10_000, "first seed (apart from the training seeds)", ge=0, le=2**31 - 1
     )
-    group_size: int = setting(
-        8, "samples per seed, K", ge=1, le=64, aliases=("--samples",)
-    )
+    group_size: int = setting(8, "samples per seed, K", ge=1, le=64)
     temperature: float = setting(1.0, "sampling temperature", ge=0.01, le=2.0)
-    max_new_tokens: int = setting(
-        256, "tokens per model turn", ge=1, le=32_768, aliases=("--max-tokens",)
-    )
+    max_new_tokens: int = setting(256, "tokens per model turn", ge=1, le=32_768)
     concurrent_episodes: int = setting(
         64,
         "episodes played together through an endpoint (`router serve` and vLLM "

@@ -66,17 +66,6 @@ def test_malformed_json_exits_2(capsys, tmp_path, write_spec):
     assert code == 2 and "not valid JSON" in err
 
 
-@pytest.mark.parametrize("command", ["generate", "analyze"])
-def test_output_is_the_old_name_of_out(capsys, tmp_path, command):
-    """`--out` is the one name of an output folder in every CLI; `--output` still parses."""
-    from factory.cli import build_parser
-
-    argv = [command, "input", "--output", str(tmp_path / "o")]
-    if command == "analyze":
-        argv += ["--target", "phone"]
-    assert build_parser().parse_args(argv).out == str(tmp_path / "o")
-
-
 def test_existing_package_is_kept_without_force(
     capsys, tmp_path, example_spec, write_spec
 ):
@@ -215,17 +204,6 @@ def test_every_cli_tells_its_version(module: str, capsys) -> None:
         import_module(f"{module}.cli").main(["--version"])
     assert exited.value.code == 0
     assert f"(trace-factory {project_version()})" in capsys.readouterr().out
-
-
-def test_calibrate_keeps_its_old_option_names():
-    """`--samples` and `--max-tokens` were renamed to the trainer's `--group-size` and
-    `--max-new-tokens`; the old names still parse into the same settings."""
-    from factory.cli import build_parser
-
-    command = ["calibrate", "pkg", "--model", "m"]
-    old = [*command, "--samples", "3", "--max-tokens", "9"]
-    new = [*command, "--group-size", "3", "--max-new-tokens", "9"]
-    assert vars(build_parser().parse_args(old)) == vars(build_parser().parse_args(new))
 
 
 def test_a_refused_generate_leaves_no_out_it_made(

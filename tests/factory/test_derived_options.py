@@ -15,7 +15,7 @@ from factory.settings import DefaultsFormatter, add_options, from_arguments, set
 class Knobs(BaseModel):
     runs: int = setting(10, "labelling runs", ge=1, le=1000)
     share: float = setting(0.1, "a share", ge=0, le=1)
-    mode: str = setting("auto", "who writes", flag="--codegen", aliases=("--backend",))
+    mode: str = setting("auto", "who writes", flag="--codegen")
     labeller: str | None = setting(None, "a model")
     verbose: bool = setting(False, "say more")
     needed: int = setting(..., "no default", ge=0)
@@ -36,7 +36,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def test_flags_types_and_defaults_come_from_the_fields():
-    arguments = parser().parse_args(["--needed", "3", "--backend", "llm", "--verbose"])
+    arguments = parser().parse_args(["--needed", "3", "--codegen", "llm", "--verbose"])
     assert from_arguments(Knobs, arguments) == Knobs(
         runs=10, share=0.1, mode="llm", labeller=None, verbose=True, needed=3
     )
@@ -69,4 +69,4 @@ def test_help_shows_each_set_default_once():
     text = " ".join(parser().format_help().split())
     assert text.count("(default: 10)") == 1 and "labelling runs (default: 10)" in text
     assert "(default: None)" not in text and "(default: False)" not in text
-    assert "--codegen MODE, --backend MODE" in text
+    assert "--codegen MODE " in text and "--backend" not in text
