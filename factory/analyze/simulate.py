@@ -230,7 +230,7 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=200)
     parser.add_argument("--noise", type=float, default=0.1)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", "--output", dest="output", type=Path, required=True)
+    parser.add_argument("--out", dest="output", type=Path, required=True)
     parser.add_argument(
         "--truth", type=Path, default=None, help="also write the runs' known labels"
     )
