@@ -41,23 +41,46 @@ class Problem:
         return f"{self.where}: {self.check}: {self.problem}; {self.fix}"
 
 
+def _plain(value: Any, seen: frozenset[int] = frozenset()) -> Any:
+    """`value` as plain JSON data: an object as its class and public attributes (a
+    state may hold a target's own objects; their private ones, such as a file's
+    wall-clock stamp, are how they work, not what they hold, as BFCL's checker
+    also reads them), a reference back up a cycle as a marker."""
+    if isinstance(value, str | int | float | bool) or value is None:
+        return value
+    if id(value) in seen:
+        return "<cycle>"
+    inner = seen | {id(value)}
+    if isinstance(value, dict):
+        return {str(k): _plain(v, inner) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        items = [_plain(v, inner) for v in value]
+        return sorted(items, key=repr) if isinstance(value, set | frozenset) else items
+    if hasattr(value, "__dict__"):
+        public = {k: v for k, v in vars(value).items() if not k.startswith("_")}
+        return {"__class__": type(value).__name__, **_plain(public, inner)}
+    return repr(value)
+
+
 def _fingerprint(task: TargetTask) -> str:
     """What makes a task the task it is (its check is code, and is left out)."""
     return json.dumps(
-        [
-            task.instruction,
-            task.state,
-            list(task.user_turns),
-            task.expected_actions,
-            task.needs,
-        ],
+        _plain(
+            [
+                task.instruction,
+                task.state,
+                list(task.user_turns),
+                task.expected_actions,
+                task.needs,
+                task.tools,
+            ]
+        ),
         sort_keys=True,
-        default=repr,
     )
 
 
 def _state(state: Any) -> str:
-    return json.dumps(state, sort_keys=True, default=repr)
+    return json.dumps(_plain(state), sort_keys=True)
 
 
 def schema_problems(target: Target) -> Iterable[Problem]:
@@ -94,11 +117,14 @@ def schema_problems(target: Target) -> Iterable[Problem]:
 def replay(env: ContractEnv, task: TargetTask) -> tuple[Any, list[dict[str, Any]], str]:
     """The expected actions played on the task's state: (final state, messages, the
     first refusal or "")."""
-    state = snapshot(task.state)
+    state, toolkit = snapshot(task.state), env.toolkit_of(task)
     messages: list[dict[str, Any]] = [{"role": "user", "content": task.instruction}]
+    turns = iter(task.user_turns)
     for number, action in enumerate(task.expected_actions or ()):
         if "content" in action and "name" not in action:  # what the agent says
             messages.append({"role": "assistant", "content": str(action["content"])})
+            if (turn := next(turns, None)) is not None:  # and the user's next turn
+                messages.append({"role": "user", "content": turn})
             continue
         call = {
             "id": f"expected_{number}",
@@ -109,7 +135,7 @@ def replay(env: ContractEnv, task: TargetTask) -> tuple[Any, list[dict[str, Any]
             },
         }
         messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
-        reply, state, succeeded = run_call(env.toolkit, state, call)
+        reply, state, succeeded = run_call(toolkit, state, call)
         messages.append(reply)
         if not succeeded:
             return (
@@ -146,8 +172,9 @@ def task_problems(env: ContractEnv, where: str, task: TargetTask) -> Iterable[Pr
             "the untouched task passes its own check, so it measures nothing",
             "make the check require what the instruction asks",
         )  # fmt: skip
+    toolkit = env.toolkit_of(task)
     before = _state(task.state)
-    for tool in env.toolkit.tool_names:
+    for tool in toolkit.tool_names:
         state = snapshot(task.state)
         for arguments in ("[1]", '{"__not_a_parameter__": 1}', "{"):
             call = {
@@ -155,7 +182,7 @@ def task_problems(env: ContractEnv, where: str, task: TargetTask) -> Iterable[Pr
                 "type": "function",
                 "function": {"name": tool, "arguments": arguments},
             }
-            _, state, succeeded = run_call(env.toolkit, state, call)
+            _, state, succeeded = run_call(toolkit, state, call)
             if succeeded or _state(state) != before:
                 yield Problem(
                     where, "refusals change nothing",
@@ -166,10 +193,10 @@ def task_problems(env: ContractEnv, where: str, task: TargetTask) -> Iterable[Pr
                 break
     # A read-only tool runs without the snapshot that undoes a refused call, so
     # it must leave the state as it was whatever it answers.
-    tries = [(name, {}) for name in sorted(env.toolkit.reads)] + [
+    tries = [(name, {}) for name in sorted(toolkit.reads)] + [
         (a["name"], a.get("arguments", {}))
         for a in task.expected_actions or ()
-        if a.get("name") in env.toolkit.reads
+        if a.get("name") in toolkit.reads
     ]
     for name, arguments in tries:
         call = {
@@ -180,7 +207,7 @@ def task_problems(env: ContractEnv, where: str, task: TargetTask) -> Iterable[Pr
                 "arguments": json.dumps(arguments, default=repr),
             },
         }
-        _, state, _ = run_call(env.toolkit, snapshot(task.state), call)
+        _, state, _ = run_call(toolkit, snapshot(task.state), call)
         if _state(state) != before:
             yield Problem(
                 where, "refusals change nothing",

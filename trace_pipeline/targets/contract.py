@@ -91,6 +91,9 @@ class TargetTask:
     expected_actions: tuple[dict[str, Any], ...] | None = None
     needs: tuple[str, ...] | None = None  # the capabilities it truly needs (optional)
     hidden: tuple[str, ...] = ()  # what the instruction must not give away
+    tools: tuple[str, ...] | None = (
+        None  # the target's tools this task offers (None: all)
+    )
 
 
 @dataclass(frozen=True)
@@ -239,6 +242,17 @@ class ContractEnv(gymnasium.Env[str, str]):
             )
         return task
 
+    def toolkit_of(self, task: TargetTask) -> Toolkit:
+        """The tools `task` offers: the target's, or the subset it names."""
+        if task.tools is None:
+            return self.target.toolkit
+        try:
+            return self.target.toolkit.subset(task.tools)
+        except ValueError as exc:
+            raise TargetError(
+                f"{self.target.name}: task {task.task_id}: {exc}"
+            ) from None
+
     def describe(self, seed: int) -> dict[str, Any]:
         """The info of the task of `seed` without playing it."""
         return self._describe(seed, self.task_of(seed))
@@ -247,7 +261,7 @@ class ContractEnv(gymnasium.Env[str, str]):
         split, index = split_of(seed)
         info: dict[str, Any] = {
             "task_id": task.task_id or f"{self.target.name}-{split}-{index}",
-            "tools": list(self.toolkit.schemas),
+            "tools": list(self.toolkit_of(task).schemas),
             "split": split,
         }
         if task.needs is not None:
@@ -267,6 +281,7 @@ class ContractEnv(gymnasium.Env[str, str]):
         super().reset(seed=seed)
         self._seed = 0 if seed is None else int(seed)
         self._task = self.task_of(self._seed)
+        self.toolkit = self.toolkit_of(self._task)
         self._state = snapshot(self._task.state)
         opening = [
             {
