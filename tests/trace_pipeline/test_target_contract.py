@@ -241,6 +241,12 @@ def test_the_errands_config_runs_the_whole_loop_on_a_python_target(
     # one family of paired tests, each with its Holm-adjusted p beside the raw one
     assert all(r["p_holm"] >= r["p_value"] for r in episodes["paired"].values())
     assert "| p | p (Holm) |" in report
+    # what GRPO did, per adapter: its optimizer steps and the share of flat groups
+    trained = json.loads((out / "train" / "manifest.json").read_text())["result"]
+    for summary in trained["adapters"].values():
+        assert summary["iterations"] == 1 and summary["optimizer_steps"] >= 0
+        assert 0 <= summary["dropped_groups"] <= 1
+    assert "| GRPO steps | dropped |" in report
 
 
 def test_trace_eval_judges_a_finished_run_on_another_target(

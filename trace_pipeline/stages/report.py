@@ -38,6 +38,15 @@ def interval(row: dict[str, Any]) -> str:
     return f"{row['rate']:.3f} [{low:.3f}, {high:.3f}] ({row['successes']}/{row['n']})"
 
 
+def grpo_steps(row: dict[str, Any]) -> str:
+    """An adapter's GRPO optimizer steps, "none (cold start only)" where it took none,
+    "-" for a run recorded before steps were."""
+    steps = row.get("optimizer_steps")
+    if steps is None:
+        return "-"
+    return str(steps) if steps else "none (cold start only)"
+
+
 def own_rate(row: dict[str, Any] | None) -> str:
     """`rate [low, high] (k/n)` of an own-environment result, "-" when there is none."""
     if not row:
@@ -122,12 +131,28 @@ def sections(context: Context) -> list[Section]:
     parts.append(
         Section(
             "Each adapter on its own environment (greedy, evaluation seeds)",
-            [f"Not built: {k} ({v})" for k, v in generated.get("skipped", {}).items()],
-            ["adapter", "GRPO iterations", "before training", "after training"],
+            [f"Not built: {k} ({v})" for k, v in generated.get("skipped", {}).items()]
+            + [
+                "GRPO steps: optimizer steps GRPO took after the cold start (none: "
+                "the adapter is its cold start alone); dropped: the share of groups "
+                "whose episodes all scored the same, which give GRPO nothing to learn."
+            ],
+            [
+                "adapter",
+                "GRPO iterations",
+                "GRPO steps",
+                "dropped",
+                "before training",
+                "after training",
+            ],
             [
                 [
                     name,
                     str(row["iterations"]),
+                    grpo_steps(row),
+                    "-"
+                    if row.get("dropped_groups") is None
+                    else f"{row['dropped_groups']:.2f}",
                     own_rate(row["before"]),
                     own_rate(row["after"]),
                 ]

@@ -96,7 +96,20 @@ def train_adapter(
                 f"train: {name}: stopped by signal {outcome.stopped_by}"
             )
         raise KeyboardInterrupt(outcome.stopped_by)
-    write_json(folder / "summary.json", {"iterations": len(outcome.metrics)})
+    write_json(folder / "summary.json", grpo_summary(adapter / "metrics.jsonl"))
+
+
+def grpo_summary(metrics: Path) -> dict[str, Any]:
+    """What GRPO did over every iteration the adapter's metrics.jsonl holds (a resumed
+    run's too): iterations, optimizer steps taken, and the share of groups dropped
+    for equal rewards (a group with nothing to learn from)."""
+    rows = read_output(metrics) if metrics.is_file() else []
+    dropped = [float(r["dropped_groups"]) for r in rows if "dropped_groups" in r]
+    return {
+        "iterations": len(rows),
+        "optimizer_steps": int(sum(float(r.get("optimizer_steps", 0)) for r in rows)),
+        "dropped_groups": sum(dropped) / len(dropped) if dropped else None,
+    }
 
 
 def train_job(context: Context, folder: Path, env: str) -> None:
