@@ -138,6 +138,11 @@ def evaluate_on(
         raise PipelineError(
             f"--out {out} exists; give a new folder for this evaluation"
         )
+    if run.resolve() in out.resolve().parents:
+        raise PipelineError(
+            f"--out {out} is inside the run {run}, which is never written; give a "
+            "folder outside it"
+        )
     folder = RunFolder(out)
     folder.open(target_config)
     with folder.lock():

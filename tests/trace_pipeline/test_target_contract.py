@@ -283,6 +283,7 @@ def test_trace_eval_judges_a_finished_run_on_another_target(
         ([str(errands_run), "--target", str(other)], "tool 'add_item' is not in the run's kit phone"),
         ([str(tmp_path), "--target", str(phone)], "is not a folder `trace run` made"),
         ([str(errands_run), "--target", str(phone), "--out", str(out)], "exists; give a new folder"),
+        ([str(errands_run), "--target", str(phone), "--out", str(errands_run / "x")], "is inside the run"),
         ([str(errands_run), "--target", str(ROOT / "examples" / "pipelines" / "missing.yaml")], "no such file"),
     ):  # fmt: skip
         assert main(["eval", *argv]) == 2, argv
