@@ -4,6 +4,7 @@ error, and the jobs that finished are kept for the rerun."""
 
 from __future__ import annotations
 
+import signal
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +24,10 @@ JOBS = "tests.trace_pipeline.ray_jobs"
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[None]:
-    """A local Ray cluster whose workers can import the test jobs."""
+    """A local Ray cluster whose workers can import the test jobs; the signal
+    handlers Ray installs in this process are put back after it (later tests check
+    that the trainer leaves SIGTERM and SIGINT as it found them)."""
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
     ray.init(
         num_cpus=2,
         include_dashboard=False,
@@ -35,6 +39,8 @@ def cluster() -> Iterator[None]:
         yield
     finally:
         ray.shutdown()
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
 
 
 def _context(tmp_path: Path, retries: int) -> Context:
