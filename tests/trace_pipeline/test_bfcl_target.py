@@ -10,6 +10,7 @@ import pytest
 
 pytest.importorskip("bfcl_eval")
 
+from tests.trace_pipeline.contract_play import as_action  # noqa: E402
 from trace_pipeline.targets.check import check_target  # noqa: E402
 from trace_pipeline.targets.contract import ContractEnv  # noqa: E402
 from trainer.config import EVAL_SEED_BASE  # noqa: E402
@@ -26,15 +27,7 @@ def _play(env: ContractEnv, seed: int, drop_last: bool = False) -> dict:
         last = max(i for i, a in enumerate(actions) if "name" in a)
         del actions[last]
     for action in actions:
-        if "content" in action:
-            message = {"role": "assistant", "content": action["content"]}
-        else:
-            call = {
-                "name": action["name"],
-                "arguments": json.dumps(action["arguments"]),
-            }
-            message = {"role": "assistant", "tool_calls": [{"function": call}]}
-        _, _, done, truncated, info = env.step(json.dumps(message))
+        _, _, done, truncated, info = env.step(as_action(action))
         if done or truncated:
             break
     return info

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.trace_pipeline.contract_play import as_action
 from trace_pipeline.cli import main
 from trace_pipeline.targets.contract import (
     DEV_SEED_BASE,
@@ -58,15 +59,7 @@ def test_the_example_target_plays_as_an_env_and_its_expected_actions_win() -> No
         done = False
         assert all("name" in a for a in info["expected_actions"])  # records' form
         for action in env.task_of(seed).expected_actions:  # what the agent says too
-            if "content" in action:
-                message = {"role": "assistant", "content": action["content"]}
-            else:
-                call = {
-                    "name": action["name"],
-                    "arguments": json.dumps(action["arguments"]),
-                }
-                message = {"role": "assistant", "tool_calls": [{"function": call}]}
-            _, reward, done, truncated, step = env.step(json.dumps(message))
+            _, reward, done, truncated, step = env.step(as_action(action))
         assert done and step["success"] and reward == 1.0
         wins += 1
         env.reset(seed=seed)

@@ -114,6 +114,19 @@ def schema_problems(target: Target) -> Iterable[Problem]:
         yield Problem("tools", "schemas", f"reads names no tool {unknown}", "fix reads")
 
 
+def _call(call_id: str, name: Any, arguments: Any) -> dict[str, Any]:
+    """An OpenAI tool call as `run_call` takes it (arguments: JSON text, or a value
+    written as JSON)."""
+    text = (
+        arguments if isinstance(arguments, str) else json.dumps(arguments, default=repr)
+    )
+    return {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": name, "arguments": text},
+    }
+
+
 def replay(env: ContractEnv, task: TargetTask) -> tuple[Any, list[dict[str, Any]], str]:
     """The expected actions played on the task's state: (final state, messages, the
     first refusal or "")."""
@@ -126,14 +139,9 @@ def replay(env: ContractEnv, task: TargetTask) -> tuple[Any, list[dict[str, Any]
             if (turn := next(turns, None)) is not None:  # and the user's next turn
                 messages.append({"role": "user", "content": turn})
             continue
-        call = {
-            "id": f"expected_{number}",
-            "type": "function",
-            "function": {
-                "name": action.get("name"),
-                "arguments": json.dumps(action.get("arguments", {}), default=repr),
-            },
-        }
+        call = _call(
+            f"expected_{number}", action.get("name"), action.get("arguments", {})
+        )
         messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
         reply, state, succeeded = run_call(toolkit, state, call)
         messages.append(reply)
@@ -177,12 +185,9 @@ def task_problems(env: ContractEnv, where: str, task: TargetTask) -> Iterable[Pr
     for tool in toolkit.tool_names:
         state = snapshot(task.state)
         for arguments in ("[1]", '{"__not_a_parameter__": 1}', "{"):
-            call = {
-                "id": "bad",
-                "type": "function",
-                "function": {"name": tool, "arguments": arguments},
-            }
-            _, state, succeeded = run_call(toolkit, state, call)
+            _, state, succeeded = run_call(
+                toolkit, state, _call("bad", tool, arguments)
+            )
             if succeeded or _state(state) != before:
                 yield Problem(
                     where, "refusals change nothing",
@@ -199,14 +204,7 @@ def task_problems(env: ContractEnv, where: str, task: TargetTask) -> Iterable[Pr
         if a.get("name") in toolkit.reads
     ]
     for name, arguments in tries:
-        call = {
-            "id": "read",
-            "type": "function",
-            "function": {
-                "name": name,
-                "arguments": json.dumps(arguments, default=repr),
-            },
-        }
+        call = _call("read", name, arguments)
         _, state, _ = run_call(toolkit, snapshot(task.state), call)
         if _state(state) != before:
             yield Problem(
