@@ -14,7 +14,7 @@ framework is needed. What a slow or hostile client can hold is bounded: each
 request must arrive whole (request line, headers and body) within
 `READ_TIMEOUT_S` of its first byte being awaited, and at most `max_connections`
 connections are served at once (one more is answered 503 at accept, with no
-thread of its own).
+thread of its own, and closed by one lingering thread after its late bytes).
 """
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ import hashlib
 import io
 import json
 import math
+import queue
 import select
+import selectors
 import socket
 import sys
 import threading
@@ -47,7 +49,7 @@ from trainer.parsing import parse_tool_calls
 
 ROUTER_MODEL = "trace-router"
 MAX_BODY = 8_000_000
-LISTEN_BACKLOG = 128  # connections the kernel queues before the server takes them
+LISTEN_BACKLOG = 1024  # connections the kernel queues before the server takes them (the kernel caps it at net.core.somaxconn)
 READ_TIMEOUT_S = (
     30.0  # a request (line, headers, body) not read whole within this is dropped
 )
@@ -55,6 +57,10 @@ WRITE_TIMEOUT_S = (
     30.0  # a client that takes no more of its answer within this is dropped
 )
 MAX_CONNECTIONS = 128  # connections served at once; one more is answered 503 at accept
+LINGER_S = (
+    2.0  # how long a refused connection's late bytes are read before it is closed
+)
+MAX_LINGERING = 1024  # refused connections lingering at once; more are closed at once
 MAX_ROUTES = 10_000
 CHAT_MAX_TOKENS = 256  # a chat reply's tokens when the request gives no max_tokens
 BATCH_SIZE = 8  # requests decoded together (1: one at a time)
@@ -650,6 +656,67 @@ BUSY = (
 )
 
 
+class _Lingerer:
+    """Closes refused connections the way HTTP servers do a "lingering close": the
+    503 is sent and our side shut, then what the client still sends (its request
+    often arrives after the accept) is read and dropped for up to LINGER_S. Closing
+    at once would answer those bytes with a reset, and a reset makes the client's
+    kernel discard the 503 before the client reads it. One thread holds them all,
+    at most MAX_LINGERING; the accept loop never waits on any of them."""
+
+    def __init__(self) -> None:
+        self.arrivals: queue.SimpleQueue[socket.socket | None] = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def close_later(self, connection: socket.socket) -> None:
+        """Hand a connection whose answer is sent to the lingering thread."""
+        with contextlib.suppress(OSError):
+            connection.shutdown(socket.SHUT_WR)
+        self.arrivals.put(connection)
+
+    def stop(self) -> None:
+        """Close what lingers and end the thread."""
+        self.arrivals.put(None)
+        self.thread.join(timeout=LINGER_S + 1)
+
+    def _run(self) -> None:
+        held = selectors.DefaultSelector()
+        deadlines: dict[socket.socket, float] = {}
+        stopping = False
+        while not stopping or deadlines:
+            # block for the next connection only while none lingers
+            arrivals = [] if deadlines or stopping else [self.arrivals.get()]
+            with contextlib.suppress(queue.Empty):
+                while True:
+                    arrivals.append(self.arrivals.get_nowait())
+            for arrival in arrivals:
+                if arrival is None:
+                    stopping = True
+                elif stopping or len(deadlines) >= MAX_LINGERING:
+                    arrival.close()
+                else:
+                    held.register(arrival, selectors.EVENT_READ)
+                    deadlines[arrival] = time.monotonic() + LINGER_S
+            for key, _ in (
+                held.select(timeout=0.05) if deadlines and not stopping else ()
+            ):
+                connection: socket.socket = key.fileobj  # type: ignore[assignment]
+                try:
+                    closed = not connection.recv(65536)
+                except OSError:
+                    closed = True
+                if closed:  # nothing left to linger for
+                    deadlines[connection] = 0.0
+            now = time.monotonic()
+            for connection, deadline in list(deadlines.items()):
+                if stopping or deadline <= now:
+                    held.unregister(connection)
+                    connection.close()
+                    del deadlines[connection]
+        held.close()
+
+
 class Server(ThreadingHTTPServer):
     """The threading server with its connections bounded (socketserver starts a
     thread for each without limit); its listen backlog is LISTEN_BACKLOG, not
@@ -661,6 +728,7 @@ class Server(ThreadingHTTPServer):
     def __init__(
         self, address: tuple[str, int], handler: Any, max_connections: int
     ) -> None:
+        self.lingerer = _Lingerer()  # first: a failed bind calls server_close
         super().__init__(address, handler)
         self.max_connections = max_connections
         self.open_connections = 0
@@ -681,9 +749,11 @@ class Server(ThreadingHTTPServer):
         request.setblocking(False)  # the accept loop never waits on this client
         with contextlib.suppress(OSError):
             request.sendall(BUSY % (len(body), body))
-            while request.recv(65536):  # what it sent, read so that close is no reset
-                pass
-        self.shutdown_request(request)
+        self.lingerer.close_later(request)
+
+    def server_close(self) -> None:
+        super().server_close()
+        self.lingerer.stop()
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:

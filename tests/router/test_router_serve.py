@@ -744,3 +744,29 @@ def test_three_hundred_concurrent_clients_are_answered_or_refused() -> None:
         server.server_close()
     print(f"RSS after each round (KiB): {rss}; refused per round: {refused}")
     assert rss[-1] - rss[0] < 64 * 1024, rss
+
+
+def test_a_refused_client_sending_a_large_body_reads_its_503() -> None:
+    """The 503 past the cap is sent at accept, before the client has sent its
+    request; the server then reads and drops what the client still sends for a
+    while before closing (RFC 9112 9.6's lingering close): closed at once, the
+    client's next bytes draw a reset and its upload fails without its 503."""
+    server = make_server(RoutedChat(ScriptedBackend()), "127.0.0.1", 0, 1)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    try:
+        holder = socket.create_connection(("127.0.0.1", port))  # takes the one place
+        time.sleep(0.2)
+        refused = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        refused.connect()
+        time.sleep(0.3)  # the 503 is sent and the server's side shut meanwhile
+        body = json.dumps({"messages": [{"role": "user", "content": "x" * 4_000_000}]})
+        refused.request("POST", "/v1/chat/completions", body)
+        response = refused.getresponse()
+        assert response.status == 503 and response.getheader("Retry-After") == "1"
+        assert b"connections open" in response.read()
+        refused.close()
+        holder.close()
+    finally:
+        server.shutdown()
+        server.server_close()
