@@ -27,7 +27,7 @@ def test_generated_packages_are_formatted() -> None:
 
 
 def test_project_code_passes_the_linter_and_formatter() -> None:
-    paths = ["factory", "trainer", "router", "trace_pipeline", "tests", "benchmarks"]
+    paths = ["factory", "trainer", "router", "trace_pipeline", "tests", "experiments"]
     lint = ruff("check", *LINT_RULES, "--target-version", "py310", *paths)
     assert lint.returncode == 0, lint.stdout
     formatted = ruff("format", "--check", *paths)

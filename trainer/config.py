@@ -81,7 +81,7 @@ class TrainConfig(RolloutLimits):
         True,
         "recompute decoder activations in the update's backward pass: about 0.3x its "
         "peak memory for about 1.3x its time (off: faster on short rows only; see "
-        "docs/train.md and benchmarks/update_memory.py)",
+        "docs/train.md and experiments/trainer_speed/update_memory.py)",
     )
     tool_format: ToolFormat = setting(
         "json",

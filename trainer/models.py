@@ -204,7 +204,7 @@ def load_base(
             f"--model: the tokenizer of {model} has no end-of-sequence token"
         )
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    if precision == "bf16" and device == "cpu" and not _fast_cpu_bf16():
+    if precision == "bf16" and device == "cpu" and not fast_cpu_bf16():
         log.warning(
             "--precision bf16 on a CPU without AVX512-BF16 or AMX (%s): bfloat16 "
             "matmuls are emulated, several times slower than float32; use "
@@ -221,11 +221,11 @@ def pad_id(tokenizer: Any) -> int:
     return tokenizer.eos_token_id
 
 
-def _fast_cpu_bf16() -> bool:
+def fast_cpu_bf16() -> bool:
     """Whether this CPU has bfloat16 matmul instructions (AVX512-BF16 or AMX).
 
     AVX512 alone is not enough: on an AVX512 CPU without the BF16 extension a
-    512 x 1536 x 8960 bfloat16 matmul took 4.7x as long as in float32 (`benchmarks/bf16_matmul.py`) (and the
+    512 x 1536 x 8960 bfloat16 matmul took 4.7x as long as in float32 (`experiments/inference_speed/bf16_matmul.py`) (and the
     1.5B demo's cold start ran at that pace).
     """
     import torch

@@ -1,7 +1,7 @@
 """Compare two evaluation reports on the seeds they share (`trainer compare`).
 
 A report is the JSON `trainer eval` prints, or one point of the
-`learning_curve.json` that trainer.experiment writes: both list each
+`learning_curve.json` that experiments.learning_curve.protocol writes: both list each
 evaluation seed's outcome, so two policies are compared on the same seeds with
 the exact McNemar test, each rate with its Wilson 95% interval.
 """

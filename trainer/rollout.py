@@ -209,7 +209,7 @@ class Hint:
     turn exactly as the policy would write it (its chat format's call syntax). The
     first form, an `<expert_guidance>` block naming the call in prose, was echoed
     by a cold-started Gemma 3 270M: most hinted episodes opened with an
-    `<expert...>` tag as a text answer instead of a call (benchmarks/results/hints/).
+    `<expert...>` tag as a text answer instead of a call (experiments/learning_curve/results/hints/).
     """
 
     description: str

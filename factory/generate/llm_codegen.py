@@ -99,7 +99,7 @@ def shown_example(spec: CapabilitySpec, kit: Toolkit) -> tuple[str, str]:
 
 # Built-in task modules on one kit share at most 0.39 of their code lines (measured
 # over every pair); the 1.5B model's copy of the example under a new docstring
-# shared about 0.95 (benchmarks/results/codegen).
+# shared about 0.95 (experiments/codegen/results).
 COPY_SHARE = 0.7
 
 

@@ -8,7 +8,7 @@ every call goes through `Environment.get_response` as an agent's would, and
 RESULTS.json gets, per case, the database as tau2 dumps it before and after,
 and each call's tool message content and error flag; plus each domain's tool
 schemas. tests/factory/test_tau2_differential.py compares these with the kits. With
-`--time REPEATS` it also times `get_response` (benchmarks/step_vs_tau2.py): per
+`--time REPEATS` it also times `get_response` (experiments/env_speed/step_vs_tau2.py): per
 case, the median over REPEATS replays of the microseconds a call takes on
 average, the database loaded anew before each replay and not timed.
 """

@@ -864,10 +864,10 @@ def test_evaluate_keeps_each_condition_as_records_for_another_analysis(
     )
 
 
-def test_the_second_round_benchmark_analyses_before_and_after(
+def test_the_second_round_experiment_analyses_before_and_after(
     finished: Path, tmp_path: Path
 ) -> None:
-    script = ROOT / "benchmarks" / "second_round.py"
+    script = ROOT / "experiments" / "phone_demonstration" / "second_round.py"
     out = tmp_path / "round2"
     command = [str(finished), str(out), "--runs", "2", "--min-runs", "1"]
     done = subprocess.run(

@@ -236,7 +236,7 @@ def test_bf16_weights_on_a_cpu_without_bf16_matmuls_are_warned_of_at_load(
     import trainer.models
     from trainer.models import load_base
 
-    monkeypatch.setattr(trainer.models, "_fast_cpu_bf16", lambda: False)
+    monkeypatch.setattr(trainer.models, "fast_cpu_bf16", lambda: False)
     with caplog.at_level("WARNING", logger=trainer.models.log.name):
         load_base(str(tiny_model_dir), device="cpu", precision="fp32")
         assert "AVX512-BF16" not in caplog.text

@@ -93,7 +93,7 @@ def play_base(
     progress: str = "collect",
 ) -> list[Any]:
     """One episode of `model` per seed on the target under the run's rollout limits,
-    in one batch at `precision` (collect's shards; `benchmarks/bf16_episodes.py`)."""
+    in one batch at `precision` (collect's shards; `experiments/inference_speed/bf16_episodes.py`)."""
     from trainer.generation import TransformersGenerator
     from trainer.models import mixed_precision
     from trainer.rollout import collect

