@@ -34,6 +34,11 @@ from factory.version import add_version
 Model = TypeVar("Model", bound=BaseModel)
 
 
+# Tokens per model turn: factory calibrate, the trainer, the router and trace run
+# all take it, so it is declared here, in the lowest layer, once.
+MAX_NEW_TOKENS = 256
+
+
 def setting(
     default: Any,
     help: str,
@@ -46,6 +51,11 @@ def setting(
     thing in every CLI."""
     extra = {"flag": flag or ""}
     return Field(default, description=help, json_schema_extra=extra, **limits)
+
+
+MAX_NEW_TOKENS_SETTING = setting(
+    MAX_NEW_TOKENS, "tokens the model may write per turn", ge=1, le=10**6
+)
 
 
 class DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):

@@ -22,6 +22,7 @@ from router.modes import Route
 from router.prompt import BASE
 from trainer.errors import first_line
 from trainer.models import peft_quietly
+from trainer.settings import PRECISION, Precision
 
 MAX_MIXES = 8  # weighted mixes kept loaded (least recently used ones are deleted)
 
@@ -77,7 +78,7 @@ class AdapterBank:
 
     @classmethod
     def load(
-        cls, folder: str | Path, model: str, precision: str = "fp32"
+        cls, folder: str | Path, model: str, precision: Precision = PRECISION
     ) -> tuple[AdapterBank, Any]:
         """The base model `model` (its weights in `precision`, with the adapters'
         chat template) carrying every adapter in `folder`, and its tokenizer."""

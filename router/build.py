@@ -25,6 +25,7 @@ from factory.outputs import (
 from router.capabilities import CapabilitySet, load_capabilities
 from router.errors import RouterError
 from router.settings import RouterSettings, RoutingSettings
+from trainer.settings import PRECISION, Precision
 
 EVAL_MARKER = "trace-router-eval"
 
@@ -43,7 +44,7 @@ def load(
     settings: RouterSettings,
     need_probe: bool = False,
     requests: Sequence[list[dict[str, Any]]] = (),
-    precision: str = "fp32",
+    precision: Precision = PRECISION,
 ) -> Loaded:
     """The base model (its weights in `precision`) with every adapter, the routing
     prompt, scorer (calibrated, with `requests` the batch batch-calibration averages
@@ -232,7 +233,7 @@ def vllm_offline(
     return activation(generator, files), capabilities, router, generator, tokenizer
 
 
-def base_backend(settings: RouterSettings, precision: str = "fp32") -> Any:
+def base_backend(settings: RouterSettings, precision: Precision = PRECISION) -> Any:
     """The plain base model (its weights in `precision`), no adapters and no routing."""
     from router.backends import BaseModelBackend
     from trainer.models import load_base
@@ -267,7 +268,7 @@ def vllm_backend(settings: RouterSettings) -> Any:
 
 
 def served_backend(
-    settings: RouterSettings, backend: str, precision: str = "fp32"
+    settings: RouterSettings, backend: str, precision: Precision = PRECISION
 ) -> Any:
     """What `router serve` answers with: the base model, a vLLM server (`backend`
     vllm), or the adapter bank, local weights in `precision`."""
@@ -293,7 +294,7 @@ def serve(
     backend: str,
     host: str,
     port: int,
-    precision: str = "fp32",
+    precision: Precision = PRECISION,
 ) -> None:
     """`router serve`: answer OpenAI chat completions with the routed agent (or the
     plain base model without adapters), local weights in `precision`, until
@@ -301,7 +302,7 @@ def serve(
     fails at once."""
     from router.serve import RoutedChat, attach, make_server
 
-    if backend == "vllm" and precision != "fp32":
+    if backend == "vllm" and precision != PRECISION:
         raise RouterError(
             "--precision is for local weights; with --backend vllm the vLLM server "
             "generates (set its --dtype there) and drop --precision"

@@ -4,10 +4,12 @@ one thing with one default wherever it appears."""
 from __future__ import annotations
 
 import argparse
+import ast
 from collections import defaultdict
 
 from factory.cli import build_parser as factory_parser
 from router.cli import build_parser as router_parser
+from tests.conftest import ROOT
 from trace_pipeline.cli import build_parser as trace_parser
 from trainer.cli import build_parser as trainer_parser
 
@@ -140,3 +142,54 @@ def test_an_option_has_one_name() -> None:
     for old in ("--output", "--samples", "--max-tokens", "--calibrate"):
         assert old not in names, old
     assert all(a.dest != "seed" for _, a in names.get("--seed", []) if "router" in _)
+
+
+# Parameters whose defaults are declared settings: a literal default in a signature
+# would be a second declaration that drifts (512 tokens in one place, 256 in another).
+DECLARED = {
+    "precision",
+    "max_new_tokens",
+    "max_tokens",
+    "temperature",
+    "batch_size",
+    "generation_batch_size",
+    "concurrent_episodes",
+    "minibatch_size",
+}
+
+
+def test_no_declared_setting_has_a_literal_default_in_a_signature() -> None:
+    literals = []
+    for package in ("factory", "trainer", "router", "trace_pipeline"):
+        for module in sorted((ROOT / package).rglob("*.py")):
+            tree = ast.parse(module.read_text(encoding="utf-8"))
+            for node in ast.walk(tree):
+                if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                    continue
+                args = node.args
+                positional = args.posonlyargs + args.args
+                pairs = list(zip(positional[::-1], args.defaults[::-1], strict=False))
+                pairs += [
+                    (a, d)
+                    for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True)
+                ]
+                for arg, default in pairs:
+                    if (
+                        arg.arg in DECLARED
+                        and isinstance(default, ast.Constant)
+                        and default.value is not None
+                    ):
+                        where = f"{module.relative_to(ROOT)}:{node.lineno}"
+                        literals.append(f"{where} {arg.arg}={default.value!r}")
+    assert literals == []
+
+
+def test_tokens_per_turn_has_one_default_everywhere() -> None:
+    """trainer, factory calibrate and trace run's rollout section: one declaration."""
+    from factory.settings import MAX_NEW_TOKENS
+    from factory.validate.calibrate import CalibrationSettings
+    from trace_pipeline.config import Rollout
+    from trainer.config import TrainConfig
+
+    for model in (TrainConfig, CalibrationSettings, Rollout):
+        assert model.model_fields["max_new_tokens"].default == MAX_NEW_TOKENS, model

@@ -25,12 +25,13 @@ from pydantic import (
 from pydantic.fields import FieldInfo
 
 from factory.analyze.settings import AnalysisSettings
+from factory.settings import MAX_NEW_TOKENS
 from router.settings import RoutingSettings
 from trace_pipeline.errors import PipelineError
 from trainer.config import TrainConfig
 from trainer.errors import TrainerError, first_line
 from trainer.options import read_yaml
-from trainer.settings import Backend, ToolFormat
+from trainer.settings import PRECISION, Backend, Precision, ToolFormat, token_budget
 
 
 def trainer_setting(
@@ -55,18 +56,14 @@ class Rollout(Section):
     """How the agent plays an episode (collection, evaluation and training alike)."""
 
     max_turns: int = trainer_setting("max_turns", 8)
-    max_new_tokens: int = trainer_setting("max_new_tokens", 160)
+    max_new_tokens: int = trainer_setting("max_new_tokens", MAX_NEW_TOKENS)
     max_total_tokens: int = trainer_setting("max_total_tokens", 3072)
     temperature: float = trainer_setting(
         "temperature", 0.0, "decoding temperature of collect and evaluate (0: greedy)"
     )
     tool_format: ToolFormat = trainer_setting("tool_format", "compact")
 
-    @model_validator(mode="after")
-    def _budget(self) -> Rollout:
-        if self.max_total_tokens <= self.max_new_tokens:
-            raise ValueError("max_total_tokens must exceed max_new_tokens")
-        return self
+    _budget = model_validator(mode="after")(token_budget)
 
 
 class Tau2(Section):
@@ -350,9 +347,7 @@ class PipelineConfig(Section):
     chat_template: str | None = Field(
         None, description="for base models: gemma, chatml or a jinja file"
     )
-    precision: Literal["fp32", "bf16"] = Field(
-        "fp32", description="bf16: base weights in bfloat16, mixed-precision passes"
-    )
+    precision: Precision = trainer_setting("precision", PRECISION)
     executor: Literal["local", "ray"] = Field(
         "local", description="where a stage's jobs run: this process, or a Ray cluster"
     )

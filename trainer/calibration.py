@@ -36,9 +36,9 @@ def calibrate_local(
     model: str,
     seeds: Sequence[int],
     samples: int,
-    adapter: str | None = None,
-    temperature: float = 1.0,
-    max_tokens: int = 512,
+    adapter: str | None,
+    temperature: float,
+    max_new_tokens: int,
     difficulty: dict[str, int] | None = None,
 ) -> Calibration:
     """Play `samples` episodes per seed with a local transformers model (and adapter)."""
@@ -50,7 +50,7 @@ def calibrate_local(
         raise FactoryError(str(exc)) from None
     max_turns = int(handle.capability.get("generation", {}).get("max_turns", 30))
     limits = RolloutLimits(
-        max_turns=max_turns, max_new_tokens=max_tokens, temperature=temperature
+        max_turns=max_turns, max_new_tokens=max_new_tokens, temperature=temperature
     )
     groups = collect(
         AtDifficulty(handle, difficulty) if difficulty else handle,

@@ -6,7 +6,15 @@ from __future__ import annotations
 from pydantic import field_validator, model_validator
 
 from factory.settings import setting
-from trainer.settings import Backend, Precision, Reporter, RolloutLimits, ToolFormat
+from trainer.settings import (
+    GENERATION_BATCH_SIZE,
+    PRECISION,
+    Backend,
+    Precision,
+    Reporter,
+    RolloutLimits,
+    ToolFormat,
+)
 
 EVAL_SEED_BASE = 2**30  # training seeds are below, evaluation seeds at or above
 # A target's dev split (trace_pipeline.protocol): its seeds from here, below the test
@@ -70,10 +78,13 @@ class TrainConfig(RolloutLimits):
         strict=False,  # a list from YAML or JSON is read as the tuple
     )
     generation_batch_size: int = setting(
-        16, "prompts per generate call (transformers backend)", ge=1, le=10**6
+        GENERATION_BATCH_SIZE,
+        "prompts per generate call (transformers backend)",
+        ge=1,
+        le=10**6,
     )
     precision: Precision = setting(
-        "fp32",
+        PRECISION,
         "bf16: base weights stored in bfloat16, mixed-precision passes (faster on "
         "GPUs and CPUs with AVX512-BF16)",
     )

@@ -16,7 +16,7 @@ import numpy as np
 from factory.analyze.statistics import Z95, wilson
 from trainer.envs import EnvHandle
 from trainer.rollout import Ending, Episode, Generator, collect
-from trainer.settings import RolloutLimits
+from trainer.settings import PRECISION, Precision, RolloutLimits
 
 
 def confidence_interval(values: Sequence[float]) -> tuple[float, float, float]:
@@ -177,7 +177,7 @@ def evaluate_model(
     *,
     chat_template: str | None = None,
     tool_format: str | None = None,
-    precision: str = "fp32",
+    precision: Precision = PRECISION,
     concurrent: int = 0,
 ) -> dict[str, Any]:
     """`trainer eval`: a base model, or it with an adapter, on evaluation seeds.

@@ -19,6 +19,7 @@ import torch
 from trainer.errors import TrainerError
 from trainer.models import cache_kwargs, pad_id, returned_cache
 from trainer.rollout import Sample
+from trainer.settings import GENERATION_BATCH_SIZE
 
 STOP_STRINGS = ("</tool_call>",)
 # prompt prefixes a stream keeps for the rows that join later (one per configuration
@@ -235,7 +236,7 @@ class TransformersGenerator:
         self,
         model: Any,
         tokenizer: Any,
-        batch_size: int = 16,
+        batch_size: int = GENERATION_BATCH_SIZE,
         stop_strings: Sequence[str] = STOP_STRINGS,
         reuse: bool = True,
         keep_tokens: int = 0,

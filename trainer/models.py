@@ -21,6 +21,7 @@ from typing import Any
 from trainer.chat_templates import apply_chat_template
 from trainer.config import TrainConfig
 from trainer.errors import TrainerError, first_line
+from trainer.settings import PRECISION, Precision
 
 log = logging.getLogger("trainer.models")
 GGUF_CACHE = Path.home() / ".cache" / "trace-factory" / "gguf"
@@ -162,7 +163,7 @@ def load_base(
     model: str,
     device: str | None = None,
     chat_template: str | None = None,
-    precision: str = "fp32",
+    precision: Precision = PRECISION,
 ) -> tuple[Any, Any]:
     """(model, tokenizer) on `device` (default: cuda if available).
 

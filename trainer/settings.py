@@ -15,10 +15,12 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
-from factory.settings import explain, setting
+from factory.settings import MAX_NEW_TOKENS_SETTING, explain, setting
 from trainer.errors import TrainerError
 
 Precision = Literal["fp32", "bf16"]
+PRECISION: Precision = "fp32"  # the default of every precision setting and parameter
+GENERATION_BATCH_SIZE = 16  # prompts per generate call, wherever a generator is made
 # How tools are listed when a chat template has no tool role.
 ToolFormat = Literal["json", "compact"]
 Backend = Literal["transformers", "vllm"]
@@ -67,13 +69,19 @@ class Settings(BaseModel):
         return self.model_dump()
 
 
+def token_budget(limits: Any) -> Any:
+    """The check of every settings model with both token limits (a validator
+    shared, not copied): a conversation must have room for one more turn."""
+    if limits.max_total_tokens <= limits.max_new_tokens:
+        raise ValueError("max_total_tokens must exceed max_new_tokens")
+    return limits
+
+
 class RolloutLimits(Settings):
     """How long an episode and each environment call may run."""
 
     max_turns: int = setting(10, "assistant turns per episode", ge=1, le=10**5)
-    max_new_tokens: int = setting(
-        256, "tokens the model may write per turn", ge=1, le=10**6
-    )
+    max_new_tokens: int = MAX_NEW_TOKENS_SETTING
     max_total_tokens: int = setting(
         4096,
         "longest conversation in tokens; longer episodes end with reward 0",
@@ -82,7 +90,8 @@ class RolloutLimits(Settings):
     )
     temperature: float = setting(
         1.0,
-        "sampling temperature of rollouts and of the policy's log-probs (0: greedy)",
+        "sampling temperature of rollouts, of `eval` episodes and of the policy's "
+        "log-probs (0: greedy, as `trace run` collects and evaluates)",
         ge=0,
         le=100,
     )
@@ -93,11 +102,7 @@ class RolloutLimits(Settings):
         le=86400,
     )
 
-    @model_validator(mode="after")
-    def _budget(self) -> RolloutLimits:
-        if self.max_total_tokens <= self.max_new_tokens:
-            raise ValueError("max_total_tokens must exceed max_new_tokens")
-        return self
+    _budget = model_validator(mode="after")(token_budget)
 
 
 class Evaluation(Settings):

@@ -106,6 +106,7 @@ def transcript(
 # short (`router serve` gives a chat reply 256 tokens, too few for a label and a
 # reason per capability, which a small model then cuts off as invalid JSON).
 ANSWER_TOKENS = 2048
+TEMPERATURE = 0.7  # labels vary a little between the bootstrap's runs
 
 
 class LLMLabeller:
@@ -118,7 +119,7 @@ class LLMLabeller:
         client: Any = None,
         concurrency: int = 4,
         max_retries: int = 3,
-        temperature: float = 0.7,
+        temperature: float = TEMPERATURE,
     ) -> None:
         self.client = client or openai_client(
             "LLM labelling", "or drop --llm-model to use the offline detectors"

@@ -178,6 +178,7 @@ def prompt(
 # Tokens an answer may take, sent with each request: a server's own default can be
 # short (`router serve` gives a chat reply 256 tokens, a fraction of a task module).
 ANSWER_TOKENS = 8192
+TEMPERATURE = 0.2  # attempts differ a little, each close to the model's best answer
 
 
 def _ask(
@@ -321,7 +322,7 @@ def write_task(
     stage: Stage,
     debug: Path,
     attempts: int = 4,
-    temperature: float = 0.2,
+    temperature: float = TEMPERATURE,
 ) -> tuple[Path, ValidationReport | None]:
     """Attempts until one validates: its staged folder and report; else ValidationFailed."""
     # One example for the whole build: the prompt shows it, the copy check compares with it.

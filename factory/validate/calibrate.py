@@ -27,7 +27,7 @@ from factory.analyze.statistics import wilson
 from factory.errors import FactoryError
 from factory.outputs import unwritable_as, write_json, write_text
 from factory.runtime import Knob
-from factory.settings import setting
+from factory.settings import MAX_NEW_TOKENS_SETTING, setting
 
 BAND = (0.2, 0.6)
 MIN_INFORMATIVE = 0.5
@@ -225,8 +225,8 @@ def calibrate_openai(
     model: str,
     seeds: Sequence[int],
     samples: int,
-    temperature: float = 1.0,
-    max_tokens: int = 512,
+    temperature: float,
+    max_new_tokens: int,
     client: Any = None,
     difficulty: dict[str, int] | None = None,
     concurrent: int = 1,  # 0: all at once
@@ -246,7 +246,7 @@ def calibrate_openai(
 
     def episode(seed: int) -> tuple[float, bool]:
         env = env_class(difficulty=difficulty)
-        return _episode_openai(env, seed, client, model, temperature, max_tokens)
+        return _episode_openai(env, seed, client, model, temperature, max_new_tokens)
 
     played = [seed for seed in seeds for _ in range(samples)]
     results: list[tuple[float, bool]] = [(0.0, False)] * len(played)
@@ -362,7 +362,7 @@ class CalibrationSettings(BaseModel):
     )
     group_size: int = setting(8, "samples per seed, K", ge=1, le=64)
     temperature: float = setting(1.0, "sampling temperature", ge=0.01, le=2.0)
-    max_new_tokens: int = setting(256, "tokens per model turn", ge=1, le=32_768)
+    max_new_tokens: int = MAX_NEW_TOKENS_SETTING
     concurrent_episodes: int = setting(
         64,
         "episodes played together through an endpoint (`router serve` and vLLM "
@@ -408,14 +408,14 @@ def calibrate_package(
 
     def play(difficulty: dict[str, int] | None) -> Calibration:
         seeds, samples = settings.seed_range, settings.group_size
-        temperature, max_tokens = settings.temperature, settings.max_new_tokens
+        temperature, max_new_tokens = settings.temperature, settings.max_new_tokens
         if local:
             return local_player()(
                 str(package), model, seeds, samples, adapter, temperature,
-                max_tokens, difficulty,
+                max_new_tokens, difficulty,
             )  # fmt: skip
         return calibrate_openai(
-            env_class, model, seeds, samples, temperature, max_tokens,
+            env_class, model, seeds, samples, temperature, max_new_tokens,
             difficulty=difficulty, concurrent=settings.concurrent_episodes,
         )  # fmt: skip
 

@@ -222,7 +222,7 @@ def test_a_local_model_plays_at_the_difficulty_asked_for(
     monkeypatch.setattr(calibration, "collect", recording)
     setting = {"horizon_days": 2, "expression_kinds": 1}
     result = calibrate.local_player()(
-        str(PACKAGE), str(tiny_model_dir), [0], 2, max_tokens=4, difficulty=setting
+        str(PACKAGE), str(tiny_model_dir), [0], 2, None, 1.0, 4, difficulty=setting
     )
     assert {knob: made[0][knob] for knob in setting} == setting
     assert result.samples == 2
