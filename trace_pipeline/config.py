@@ -382,6 +382,9 @@ class PipelineConfig(Section):
         return chosen
 
 
+# The settings every stage that plays the model reads.
+MODEL = ("model", "chat_template", "precision")
+
 # The settings that define the target's tasks (what the agent is played on),
 # without the split sizes; a tau2 target's settings count only for a tau2 target.
 TASKS = (

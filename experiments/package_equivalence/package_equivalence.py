@@ -1,6 +1,6 @@
 """Do the packages give the same tasks and rewards as the reference, seed by seed?
 
-The reference (`results/package_equivalence/reference.json`) was recorded from
+The reference (`results/reference.json` beside this script) was recorded from
 the packages before the runtime redesign (issue #9): per seed, the initial-state
 hash, the request's hash, the gold final-state hash, the gold and lacking
 rewards and the lacking final-state hash. This script recomputes them from the

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trace_pipeline.config import TASKS, PipelineConfig, tasks
+from trace_pipeline.config import MODEL, TASKS, PipelineConfig, tasks
 from trace_pipeline.context import Context
 from trace_pipeline.stages import (
     analyze,
@@ -42,7 +42,6 @@ class Stage:
         return (*self.sections, *(tasks(config) if self.plays_target else ()))
 
 
-MODEL = ("model", "chat_template", "precision")
 STAGES = (
     Stage(
         "collect",
@@ -85,7 +84,7 @@ STAGES = (
     Stage(
         "report",
         ("model", "rollout"),
-        ("collect", "analyze", "generate", "train", "baselines", "route", "evaluate"),
+        report.UPSTREAM,
         report.run,
     ),
 )

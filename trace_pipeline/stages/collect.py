@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from factory.outputs import write_json, write_text
+from trace_pipeline.config import MODEL, tasks
 from trace_pipeline.context import Context, task_info, transcript
 from trace_pipeline.errors import PipelineError
 from trace_pipeline.executors import Job, run_jobs
@@ -130,8 +131,6 @@ def shard_job(context: Context, folder: Path, seeds: list[int]) -> None:
 
 def shard_inputs(context: Context, seeds: list[int]) -> dict[str, Any]:
     """What a shard's records depend on: the model, the target's tasks, the rollout."""
-    from trace_pipeline.stages import MODEL, tasks
-
     config = context.config
     return {"seeds": seeds, "config": config.section(*MODEL, *tasks(config), "rollout")}
 

@@ -29,9 +29,12 @@ from pathlib import Path
 from typing import Any
 
 from factory.outputs import write_json
+from trace_pipeline.config import MODEL
+from trace_pipeline.config import tasks as task_settings
 from trace_pipeline.context import Context, transcript
 from trace_pipeline.executors import Job, run_jobs
 from trace_pipeline.protocol import first_seed, record
+from trace_pipeline.stages import collect
 from trace_pipeline.store import digest, read_output
 
 REROUTE_MODE = "argmax"
@@ -162,9 +165,6 @@ def rerouting_job(
 def played_inputs(context: Context) -> dict[str, Any]:
     """What a configuration's episodes depend on: the adapters, the model, the
     tasks and the rollout limits (not the router)."""
-    from trace_pipeline.stages import MODEL
-    from trace_pipeline.stages import tasks as task_settings
-
     return {
         "adapters": {
             name: digest(context.folder.manifest(name))
@@ -197,16 +197,16 @@ def trajectory_records(
     """Each condition's held-out episodes as trajectory records `factory analyze`
     reads (out/trajectories/<condition>.jsonl, with the true needs of its failed
     runs beside it): the analysis of the agent after TRACE, for another round."""
-    from trace_pipeline.stages.collect import record, write_records
-
     folder = out / "trajectories"
     folder.mkdir()
     env = context.target().make()
     written = {}
     for name, episodes in conditions.items():
         stem = re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
-        records = [record(episode, env) for episode in episodes]
-        write_records(records, folder / f"{stem}.jsonl", folder / f"{stem}.truth.json")
+        records = [collect.record(episode, env) for episode in episodes]
+        collect.write_records(
+            records, folder / f"{stem}.jsonl", folder / f"{stem}.truth.json"
+        )
         written[name] = f"trajectories/{stem}.jsonl"
     return written
 

@@ -19,6 +19,9 @@ from factory.markdown import table
 from router.evaluate import success_by_need
 from trace_pipeline.context import Context
 
+# The stages whose manifests the report reads, in the order they run.
+UPSTREAM = ("collect", "analyze", "generate", "train", "baselines", "route", "evaluate")
+
 
 @dataclass
 class Section:
@@ -60,12 +63,9 @@ def own_rate(row: dict[str, Any] | None) -> str:
 
 def sections(context: Context) -> list[Section]:
     """The report's sections, read from the run's manifests."""
-    from trace_pipeline.stages import NAMES  # here: the stages module imports this one
-
-    upstream = NAMES[: NAMES.index("report")]
     folder = context.folder
     result = {
-        name: (folder.manifest(name) or {}).get("result", {}) for name in upstream
+        name: (folder.manifest(name) or {}).get("result", {}) for name in UPSTREAM
     }
     collected = result["collect"].get("success", {})
     parts = [
@@ -243,7 +243,7 @@ def sections(context: Context) -> list[Section]:
             ["stage", "seconds", "finished"],
             [
                 [name, f"{m.get('wall_seconds', 0):.0f}", m.get("finished", "")]
-                for name in upstream
+                for name in UPSTREAM
                 if (m := folder.manifest(name)) is not None
             ],
         )
