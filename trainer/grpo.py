@@ -170,9 +170,77 @@ def train(
         start, outcome.metrics = checkpoint.load(
             out, model, optimizer, rng, config, handle.env_id
         )
-    limits = config.rollout_limits()
-    pad = pad_id(tokenizer)
-    rank, world = distributed.rank(), distributed.world_size()
+    pad, rank, world = pad_id(tokenizer), distributed.rank(), distributed.world_size()
+    save = Saver(out, model, optimizer, rng, config, outcome, handle.env_id)
+    play = _player(handle, generator, tokenizer, config)
+
+    def iterate(iteration: int, seeds: list[int]) -> Iteration:
+        """One iteration's rollouts and update; a stop signal may drop it (`_Stop`)."""
+        began = time.perf_counter()
+        slots = list(range(len(seeds)))[rank::world]
+        groups = play([seeds[g] for g in slots])  # G groups of K episodes under pi_old
+        resampled = _resample_flat(groups, play, config, iteration, slots, stop)
+        rollout_seconds = time.perf_counter() - began
+        stop.check()
+        rewards = torch.tensor([[e.reward for e in group] for group in groups])
+        # A_i = (r_i - mean(r_group)) / (std(r_group) + eps); flat groups are dropped
+        advantages, keep = group_advantages(rewards, config.advantage_epsilon)
+        rows = _rows(groups, advantages, keep, model, config, pad)
+        began = time.perf_counter()
+        # L = -mean_i 1/|o_i| sum_t min(rho_t A_i, clip(rho_t, 1-e, 1+e) A_i)
+        #     + beta KL(pi || pi_base) + c L_SFT;  AdamW steps over minibatches
+        stats = optimize(
+            model, optimizer, rows, _objective(model, config),
+            minibatch_size=config.minibatch_size, micro_batch_size=config.micro_batch_size,
+            epochs=config.epochs, max_grad_norm=config.max_grad_norm, pad=pad, rng=rng,
+            desc="update", warmup_steps=config.warmup_steps,
+            share_prefix=config.lora_dropout == 0, supervised=supervised,
+        )  # fmt: skip
+        stats["resampled_groups"] = resampled
+        return Iteration(
+            groups, keep, stats, rollout_seconds, time.perf_counter() - began
+        )
+
+    with _Stop(droppable=world == 1) as stop:
+        if config.cold_start and not resume:
+            losses = cold_start.from_gold(
+                model, handle, tokenizer, config, pad, rng, rank, world
+            )
+            save.cold_start(losses, rank)
+            if on_iteration is not None:
+                on_iteration(0, {"cold_start_epoch_losses": losses})
+        supervised = _supervised(handle, tokenizer, config, rank, world)
+        progress = tqdm(
+            range(start, config.iterations), initial=start, total=config.iterations,
+            desc="GRPO", unit="it", disable=rank != 0,
+        )  # fmt: skip
+        for iteration in progress:
+            if stop.signal is not None:
+                break
+            sync_sampler(generator, out, iteration + 1)
+            seeds = [config.train_seed(iteration, g) for g in range(config.groups)]
+            done = stop.unless_stopped(model, iterate, iteration, seeds)
+            if done is None:  # dropped by a stop signal
+                break
+            row = done.metrics(iteration + 1)
+            outcome.metrics.append(row)
+            if rank == 0:
+                save.iteration(iteration + 1, done.groups)
+            progress.set_postfix(
+                reward=f"{row['reward_mean']:.2f}", success=f"{row['success_rate']:.2f}"
+            )
+            if on_iteration is not None:
+                on_iteration(iteration + 1, row)
+        progress.close()
+    outcome.stopped_by = stop.signal
+    return outcome
+
+
+def _objective(
+    model: Any, config: TrainConfig
+) -> Callable[[Batch], tuple[torch.Tensor, dict[str, float]]]:
+    """The GRPO loss of a minibatch: the clipped surrogate on rho_t = pi / pi_old,
+    plus beta times the k3 KL to the base model (the adapter switched off)."""
 
     def objective(batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
         logprobs = batch_logprobs(model, batch, config.temperature)
@@ -192,176 +260,169 @@ def train(
             config.kl_beta,
         )
 
-    with _Stop(droppable=world == 1) as stop:
-        if config.cold_start and not resume:
-            losses = cold_start.from_gold(
-                model, handle, tokenizer, config, pad, rng, rank, world
-            )
-            if rank == 0:
-                checkpoint.save(
-                    out,
-                    0,
-                    model,
-                    optimizer,
-                    rng,
-                    config,
-                    outcome.metrics,
-                    handle.env_id,
-                )
-                checkpoint.record(out, "cold_start.json", {"epoch_losses": losses})
-            if on_iteration is not None:
-                on_iteration(0, {"cold_start_epoch_losses": losses})
+    return objective
 
-        supervised = None
-        if config.sft_coef > 0:
-            demonstrations = cold_start.demonstrations(
-                handle, tokenizer, config.sft_examples, config.tool_format,
-                config.step_timeout,
-            )[rank::world]  # fmt: skip
-            supervised = Supervised(demonstrations, config.sft_coef)
 
-        # episodes per group that see the hint: at least one whenever the share is > 0
-        hinted = (
-            max(1, round(config.hint_share * config.group_size))
-            if config.hint_share
-            else 0
+def _player(
+    handle: EnvHandle, generator: Generator, tokenizer: Any, config: TrainConfig
+) -> Callable[[list[int]], list[Group]]:
+    """Plays one group of K episodes per seed; with --hint-share h, h K episodes of
+    each group (at least one when h > 0) see the expert hint in their system message."""
+    limits = config.rollout_limits()
+    hinted = (
+        max(1, round(config.hint_share * config.group_size)) if config.hint_share else 0
+    )
+
+    def play(seeds: list[int]) -> list[Group]:
+        hints = (
+            {s: cold_start.hint(handle, s, config.step_timeout) for s in seeds}
+            if hinted
+            else None
         )
+        return collect(
+            handle, generator, tokenizer, seeds, config.group_size, limits,
+            config.tool_format, "rollouts", hints, hinted,
+        )  # fmt: skip
 
-        def play(seeds: list[int]) -> list[Group]:
-            hints = (
-                {s: cold_start.hint(handle, s, config.step_timeout) for s in seeds}
-                if hinted
-                else None
-            )
-            return collect(
-                handle, generator, tokenizer, seeds, config.group_size, limits,
-                config.tool_format, "rollouts", hints, hinted,
-            )  # fmt: skip
+    return play
 
-        def rollouts_and_update(
-            iteration: int, seeds: list[int]
-        ) -> tuple[list[Group], torch.Tensor, dict[str, Any], float, float]:
-            """One iteration's rollouts and update; a stop signal may drop it (`_Stop`)."""
-            began = time.perf_counter()
-            slots = list(range(len(seeds)))[rank::world]
-            groups = play([seeds[g] for g in slots])
-            stats: dict[str, Any] = {"resampled_groups": 0}
-            for attempt in range(1, config.resample_tries + 1):
-                stop.check()
-                flat = [i for i, group in enumerate(groups) if _constant(group)]
-                if not flat:
-                    break
-                fresh = [
-                    config.resample_seed(iteration, attempt, slots[i]) for i in flat
-                ]
-                for i, group in zip(flat, play(fresh), strict=True):
-                    groups[i] = group
-                stats["resampled_groups"] += len(flat)
-            rollout_seconds = time.perf_counter() - began
-            stop.check()
-            rewards = torch.tensor([[e.reward for e in group] for group in groups])
-            advantages, keep = group_advantages(rewards, config.advantage_epsilon)
-            kept_episodes = [
-                (e, float(advantage))
-                for group, group_advantage, kept in zip(
-                    groups, advantages, keep, strict=True
-                )
-                if kept
-                for e, advantage in zip(group, group_advantage, strict=True)
-            ]
-            rows = [
-                Row(e.tokens, e.mask, e.logprobs, advantage)
-                for e, advantage in kept_episodes
-                if e.plain_prompt is None
-            ]
-            swapped = [
-                Row(*e.plain(), None, advantage)
-                for e, advantage in kept_episodes
-                if e.plain_prompt is not None
-            ]
-            if swapped:
-                rows += with_current_logprobs(
-                    model, swapped, config.temperature, pad, config.minibatch_size
-                )
-            began = time.perf_counter()
-            stats |= optimize(
-                model, optimizer, rows, objective, minibatch_size=config.minibatch_size,
-                micro_batch_size=config.micro_batch_size,
-                epochs=config.epochs, max_grad_norm=config.max_grad_norm, pad=pad,
-                rng=rng, desc="update", warmup_steps=config.warmup_steps,
-                share_prefix=config.lora_dropout == 0, supervised=supervised,
-            )  # fmt: skip
-            return groups, keep, stats, rollout_seconds, time.perf_counter() - began
 
-        progress = tqdm(
-            range(start, config.iterations),
-            initial=start,
-            total=config.iterations,
-            desc="GRPO",
-            unit="it",
-            disable=rank != 0,
+def _resample_flat(
+    groups: list[Group],
+    play: Callable[[list[int]], list[Group]],
+    config: TrainConfig,
+    iteration: int,
+    slots: list[int],
+    stop: _Stop,
+) -> int:
+    """DAPO's dynamic sampling: a group whose K rewards are all equal is replayed on a
+    fresh seed, up to --resample-tries times, in place; how many groups were replayed."""
+    resampled = 0
+    for attempt in range(1, config.resample_tries + 1):
+        stop.check()
+        flat = [i for i, group in enumerate(groups) if _constant(group)]
+        if not flat:
+            break
+        fresh = [config.resample_seed(iteration, attempt, slots[i]) for i in flat]
+        for i, group in zip(flat, play(fresh), strict=True):
+            groups[i] = group
+        resampled += len(flat)
+    return resampled
+
+
+def _rows(
+    groups: list[Group],
+    advantages: torch.Tensor,
+    keep: torch.Tensor,
+    model: Any,
+    config: TrainConfig,
+    pad: int,
+) -> list[Row]:
+    """The update's rows: every episode of a kept group with its advantage. A hinted
+    episode is trained on the plain prompt, its pi_old the current policy's own
+    log-prob there (computed once, so rho starts at 1)."""
+    kept = [
+        (e, float(advantage))
+        for group, group_advantage, is_kept in zip(
+            groups, advantages, keep, strict=True
         )
-        for iteration in progress:
-            if stop.signal is not None:
-                break
-            sync_sampler(generator, out, iteration + 1)
-            seeds = [config.train_seed(iteration, g) for g in range(config.groups)]
-            done = stop.unless_stopped(model, rollouts_and_update, iteration, seeds)
-            if done is None:  # dropped by a stop signal
-                break
-            groups, keep, stats, rollout_seconds, update_seconds = done
-            row = {
-                "iteration": iteration + 1,
-                **distributed.mean_over_ranks(_rollout_stats(groups, keep)),
-                **distributed.mean_over_ranks(
-                    {
-                        "loss": stats["loss"],
-                        "grad_norm": stats["grad_norm"],
-                        "clip_fraction": stats.get("clip_fraction", 0.0),
-                        "skipped_steps": float(stats["skipped_steps"]),
-                        "optimizer_steps": float(stats["optimizer_steps"]),
-                        "resampled_groups": float(stats["resampled_groups"]),
-                        **(
-                            {"sft_loss": stats["sft_loss"]}
-                            if "sft_loss" in stats
-                            else {}
-                        ),
-                    }
-                ),
-                "rollout_seconds": rollout_seconds,
-                "update_seconds": update_seconds,
-            }
-            outcome.metrics.append(row)
-            if rank == 0:
-                checkpoint.save(
-                    out,
-                    iteration + 1,
-                    model,
-                    optimizer,
-                    rng,
-                    config,
-                    outcome.metrics,
-                    handle.env_id,
-                )
-                success = next(
-                    (
-                        e
-                        for g in groups
-                        for e in g
-                        if e.success and e.plain_prompt is None
-                    ),
-                    None,
-                )
-                if success is not None:
-                    checkpoint.remember_example(out, success.messages)
-            progress.set_postfix(
-                reward=f"{row['reward_mean']:.2f}", success=f"{row['success_rate']:.2f}"
+        if is_kept
+        for e, advantage in zip(group, group_advantage, strict=True)
+    ]
+    rows = [
+        Row(e.tokens, e.mask, e.logprobs, advantage)
+        for e, advantage in kept
+        if e.plain_prompt is None
+    ]
+    swapped = [
+        Row(*e.plain(), None, advantage)
+        for e, advantage in kept
+        if e.plain_prompt is not None
+    ]
+    if swapped:
+        rows += with_current_logprobs(
+            model, swapped, config.temperature, pad, config.minibatch_size
+        )
+    return rows
+
+
+def _supervised(
+    handle: EnvHandle, tokenizer: Any, config: TrainConfig, rank: int, world: int
+) -> Supervised | None:
+    """The joint SFT term's gold demonstrations (this rank's share), when --sft-coef > 0."""
+    if config.sft_coef <= 0:
+        return None
+    demonstrations = cold_start.demonstrations(
+        handle, tokenizer, config.sft_examples, config.tool_format, config.step_timeout
+    )[rank::world]
+    return Supervised(demonstrations, config.sft_coef)
+
+
+@dataclass
+class Iteration:
+    """What one iteration played and did: its groups, which were kept, the update's
+    statistics, and the seconds of rollouts and update."""
+
+    groups: list[Group]
+    keep: torch.Tensor
+    stats: dict[str, Any]
+    rollout_seconds: float
+    update_seconds: float
+
+    def metrics(self, number: int) -> dict[str, Any]:
+        """The iteration's metrics row (means over ranks)."""
+        stats = self.stats
+        update = {
+            name: float(stats.get(name, 0.0))
+            for name in (
+                "loss", "grad_norm", "clip_fraction", "skipped_steps",
+                "optimizer_steps", "resampled_groups",
             )
-            if on_iteration is not None:
-                on_iteration(iteration + 1, row)
-        progress.close()
-    outcome.stopped_by = stop.signal
-    return outcome
+        }  # fmt: skip
+        if "sft_loss" in stats:
+            update["sft_loss"] = stats["sft_loss"]
+        return {
+            "iteration": number,
+            **distributed.mean_over_ranks(_rollout_stats(self.groups, self.keep)),
+            **distributed.mean_over_ranks(update),
+            "rollout_seconds": self.rollout_seconds,
+            "update_seconds": self.update_seconds,
+        }
+
+
+@dataclass
+class Saver:
+    """Checkpoints of one run: the cold start's (iteration 0) and each iteration's."""
+
+    out: Path
+    model: Any
+    optimizer: Any
+    rng: random.Random
+    config: TrainConfig
+    outcome: Outcome
+    env_id: str
+
+    def _save(self, iteration: int) -> None:
+        checkpoint.save(
+            self.out, iteration, self.model, self.optimizer, self.rng, self.config,
+            self.outcome.metrics, self.env_id,
+        )  # fmt: skip
+
+    def cold_start(self, losses: list[float], rank: int) -> None:
+        """Iteration 0 and the cold start's epoch losses (rank 0 writes)."""
+        if rank == 0:
+            self._save(0)
+            checkpoint.record(self.out, "cold_start.json", {"epoch_losses": losses})
+
+    def iteration(self, number: int, groups: list[Group]) -> None:
+        """Iteration `number`, and a successful plain episode as the run's example."""
+        self._save(number)
+        success = next(
+            (e for g in groups for e in g if e.success and e.plain_prompt is None),
+            None,
+        )
+        if success is not None:
+            checkpoint.remember_example(self.out, success.messages)
 
 
 def _constant(group: Group) -> bool:
