@@ -289,6 +289,15 @@ def served_backend(
     )
 
 
+def _routable(backend: str) -> None:
+    """Refuse the backend the router does not decode with yet, by name."""
+    if backend == "llamacpp":
+        raise RouterError(
+            "--backend llamacpp: the router decodes with transformers or vllm so far; "
+            "llama.cpp evaluates one adapter at a time (`trainer eval --backend llamacpp`)"
+        )
+
+
 def serve(
     settings: RouterSettings,
     backend: str,
@@ -300,6 +309,7 @@ def serve(
     plain base model without adapters), local weights in `precision`, until
     interrupted. The port is taken before the minutes of loading, so a port in use
     fails at once."""
+    _routable(backend)
     from router.serve import RoutedChat, attach, make_server
 
     if backend == "vllm" and precision != PRECISION:
@@ -392,6 +402,7 @@ def evaluate(
 ) -> dict[str, Any]:
     """Play `episodes` evaluation tasks per environment under every routing condition and
     write report.json/md, confusion.png and success.png to `out` (atomically)."""
+    _routable(backend)
     import json
     import shutil
 

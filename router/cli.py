@@ -90,7 +90,7 @@ def _routing(*fields: str, required: tuple[str, ...] = ("adapters",)) -> Derived
 
 def build_parser() -> argparse.ArgumentParser:
     from trainer.config import EVAL_SEED_BASE, TrainConfig
-    from trainer.settings import BACKENDS, Evaluation, RolloutLimits
+    from trainer.settings import BACKEND, BACKENDS, Evaluation, RolloutLimits
 
     routing, envs = [*RoutingSettings.model_fields], ["envs", "base_envs"]
     # fmt: off
@@ -125,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "help": "address to listen on (0.0.0.0: every one)"}),
             ("--port", {"type": number(int, Interval(ge=0, le=65535)), "default": 8000,
                         "help": "port to listen on"}),
-            ("--backend", {"choices": BACKENDS, "default": "transformers",
+            ("--backend", {"choices": BACKENDS, "default": BACKEND,
                            "help": "vllm: a vLLM server (--vllm-url) generates with the adapters"}),
         ), (_routing(*routing, "mode", "tool_format", "batch_size", "max_queue",
                      "max_connections", "vllm_url",

@@ -31,7 +31,15 @@ from trace_pipeline.errors import PipelineError
 from trainer.config import TrainConfig
 from trainer.errors import TrainerError, first_line
 from trainer.options import read_yaml
-from trainer.settings import PRECISION, Backend, Precision, ToolFormat, token_budget
+from trainer.settings import (
+    BACKEND,
+    PRECISION,
+    Backend,
+    Precision,
+    ToolFormat,
+    samples_rollouts,
+    token_budget,
+)
 
 
 def trainer_setting(
@@ -266,8 +274,10 @@ class Train(Section):
     )
     seed: int = trainer_setting("seed", 0)
     backend: Backend = trainer_setting(
-        "backend", "transformers", "rollout sampler of GRPO (vllm: GPU machines)"
+        "backend", BACKEND, "rollout sampler of GRPO (vllm: GPU machines)"
     )
+
+    _sampler = field_validator("backend")(samples_rollouts)
 
 
 class Baselines(Section):

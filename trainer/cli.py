@@ -55,6 +55,7 @@ def _eval(arguments: argparse.Namespace) -> int:
         arguments.env, arguments.model, arguments.adapter, limits, arguments.episodes,
         chat_template=arguments.chat_template, tool_format=arguments.tool_format,
         precision=arguments.precision, concurrent=arguments.concurrent_episodes,
+        backend=arguments.backend,
     )  # fmt: skip
     print(json.dumps(report, indent=2))
     return 0
@@ -108,7 +109,7 @@ COMMANDS = {
     "train": Command(_train, "train one LoRA adapter with GRPO", (*COMMON, *TRAIN), (
         Derived(TrainConfig, ("precision", *ROLLOUT_SETTINGS, *TRAIN_SETTINGS)),)),
     "eval": Command(_eval, "success rate and reward with 95%% intervals", (*COMMON, *EVAL), (
-        Derived(TrainConfig, ("precision",)), Derived(RolloutLimits, ROLLOUT_SETTINGS),
+        Derived(TrainConfig, ("precision", "backend")), Derived(RolloutLimits, ROLLOUT_SETTINGS),
         Derived(Evaluation))),
     "compare": Command(_compare, "two evaluation reports on their shared seeds: rates with "
                                  "95%% intervals and the exact McNemar test", COMPARE),

@@ -7,6 +7,7 @@ from pydantic import field_validator, model_validator
 
 from factory.settings import setting
 from trainer.settings import (
+    BACKEND,
     GENERATION_BATCH_SIZE,
     PRECISION,
     Backend,
@@ -14,6 +15,7 @@ from trainer.settings import (
     Reporter,
     RolloutLimits,
     ToolFormat,
+    samples_rollouts,
 )
 
 EVAL_SEED_BASE = 2**30  # training seeds are below, evaluation seeds at or above
@@ -148,11 +150,15 @@ class TrainConfig(RolloutLimits):
         le=2**63 - 1,
     )
     backend: Backend = setting(
-        "transformers", "rollout sampler: transformers (CPU or GPU) or vllm (GPU)"
+        BACKEND,
+        "decoding engine: transformers (CPU or GPU), vllm (GPU), or llamacpp (the "
+        "GGUF file on a CPU; `trainer eval` only)",
     )
     report_to: Reporter = setting(
         "none", "where metrics also go (tensorboard: <out>/runs)"
     )
+
+    _sampler = field_validator("backend")(samples_rollouts)
 
     @field_validator("lora_target_modules")
     @classmethod

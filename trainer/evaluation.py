@@ -7,6 +7,7 @@ report's family of such tests carries Holm-adjusted p-values beside the raw ones
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -16,7 +17,7 @@ import numpy as np
 from factory.analyze.statistics import Z95, wilson
 from trainer.envs import EnvHandle
 from trainer.rollout import Ending, Episode, Generator, collect
-from trainer.settings import PRECISION, Precision, RolloutLimits
+from trainer.settings import BACKEND, PRECISION, Backend, Precision, RolloutLimits
 
 
 def confidence_interval(values: Sequence[float]) -> tuple[float, float, float]:
@@ -179,11 +180,13 @@ def evaluate_model(
     tool_format: str | None = None,
     precision: Precision = PRECISION,
     concurrent: int = 0,
+    backend: Backend = BACKEND,
 ) -> dict[str, Any]:
     """`trainer eval`: a base model, or it with an adapter, on evaluation seeds.
 
     An adapter is played with the chat template and tool format it was trained
-    with unless they are given; the report names the model, adapter and formats.
+    with unless they are given; the report names the model, adapter, formats and
+    the backend that decoded (llamacpp: the GGUF file itself, the adapter converted).
     """
     from pathlib import Path
 
@@ -192,7 +195,7 @@ def evaluate_model(
     from trainer.errors import TrainerError
     from trainer.export import trained_with
     from trainer.generation import TransformersGenerator
-    from trainer.models import load_adapter, load_base, mixed_precision
+    from trainer.models import load_adapter, load_base, load_tokenizer, mixed_precision
     from trainer.run import check_prompt
     from trainer.settings import TOOL_FORMATS, Evaluation
 
@@ -211,19 +214,36 @@ def evaluate_model(
         raise TrainerError(
             f"--tool-format must be one of {', '.join(TOOL_FORMATS)}, not {tool_format!r}"
         )
-    base, tokenizer = load_base(model, chat_template=chat_template, precision=precision)
-    check_prompt(handle, tokenizer, limits, tool_format, EVAL_SEED_BASE)
-    policy = load_adapter(base, adapter) if adapter else base
-    with mixed_precision(precision, policy):
-        report = evaluate(
-            handle,
-            TransformersGenerator(policy, tokenizer),
-            tokenizer,
-            episodes,
-            limits,
-            EVAL_SEED_BASE,
-            tool_format,
-            concurrent,
+    play = functools.partial(
+        evaluate,
+        handle,
+        episodes=episodes,
+        limits=limits,
+        seed_base=EVAL_SEED_BASE,
+        tool_format=tool_format,
+        concurrent=concurrent,
+    )
+    if backend == "llamacpp":
+        from trainer.llamacpp import open_generator
+
+        tokenizer = load_tokenizer(model, chat_template)
+        check_prompt(handle, tokenizer, limits, tool_format, EVAL_SEED_BASE)
+        adapters = [Path(adapter)] if adapter else []
+        # one sequence at a time: episodes one after another, so that each turn
+        # extends the previous one and only its new tokens are evaluated
+        generator = open_generator(model, tokenizer, adapters)
+        report = play(generator, tokenizer, concurrent=1)
+    elif backend == "transformers":
+        base, tokenizer = load_base(
+            model, chat_template=chat_template, precision=precision
+        )
+        check_prompt(handle, tokenizer, limits, tool_format, EVAL_SEED_BASE)
+        policy = load_adapter(base, adapter) if adapter else base
+        with mixed_precision(precision, policy):
+            report = play(TransformersGenerator(policy, tokenizer), tokenizer)
+    else:
+        raise TrainerError(
+            f"--backend {backend}: `trainer eval` decodes with transformers or llamacpp"
         )
     report.update(
         {
@@ -232,6 +252,7 @@ def evaluate_model(
             "adapter": adapter,
             "chat_template": chat_template,
             "tool_format": tool_format,
+            "backend": backend,
         }
     )
     return report

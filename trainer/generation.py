@@ -28,7 +28,7 @@ PREFIXES = 8
 MIN_HELD = 16  # shorter shared prefixes are not worth a cache of their own
 
 
-def _cut(
+def cut_sample(
     tokens: list[int],
     logprobs: list[float],
     stops: set[int],
@@ -60,8 +60,10 @@ def _draw(logprobs: torch.Tensor) -> torch.Tensor:
     return token.clamp_(max=logprobs.shape[-1] - 1)
 
 
-def _stopped(tokenizer: Any, tokens: list[int], stop_strings: Sequence[str]) -> bool:
-    """Whether the last few tokens complete a stop string (the exact cut is `_cut`'s)."""
+def stop_string_ended(
+    tokenizer: Any, tokens: list[int], stop_strings: Sequence[str]
+) -> bool:
+    """Whether the last few tokens complete a stop string (the exact cut is `cut_sample`'s)."""
     tail = tokenizer.decode(tokens[-16:])
     return any(s in tail for s in stop_strings)
 
@@ -509,7 +511,9 @@ class DecodeStream:
             or len(row.tokens) >= row.budget
             or (
                 bool(generator.stop_strings)
-                and _stopped(generator.tokenizer, row.tokens, generator.stop_strings)
+                and stop_string_ended(
+                    generator.tokenizer, row.tokens, generator.stop_strings
+                )
             )
             for row, stop in zip(rows, stopped, strict=True)
         ]
@@ -523,7 +527,7 @@ class DecodeStream:
                     _kept(self.cache, index, row.sequence, row.config)
                 )
                 out.append(
-                    (row.key, _cut(row.tokens, row.logprobs, generator.stops,
+                    (row.key, cut_sample(row.tokens, row.logprobs, generator.stops,
                                    generator.tokenizer, generator.stop_strings))
                 )  # fmt: skip
             else:
@@ -709,5 +713,5 @@ class VLLMGenerator:
                 step[token].logprob
                 for token, step in zip(tokens, completion.logprobs, strict=True)
             ]
-            samples.append(_cut(tokens, logprobs, self.stops))
+            samples.append(cut_sample(tokens, logprobs, self.stops))
         return samples

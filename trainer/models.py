@@ -159,6 +159,47 @@ def check_model(model: str, label: str = "--model") -> None:
         )
 
 
+def _prepare(tokenizer: Any, model: str, chat_template: str | None) -> None:
+    """The chat template (given, or the model's own) and the special tokens every
+    rollout needs, checked: a model without a template or an end of sequence is
+    refused by name."""
+    if chat_template is not None:
+        apply_chat_template(tokenizer, chat_template)
+    if getattr(tokenizer, "chat_template", None) is None:
+        raise TrainerError(
+            f"--model: {model} has no chat template (a base model?); pass --chat-template "
+            "gemma, chatml or a jinja file"
+        )
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    if tokenizer.eos_token_id is None:
+        raise TrainerError(
+            f"--model: the tokenizer of {model} has no end-of-sequence token"
+        )
+
+
+def load_tokenizer(model: str, chat_template: str | None = None) -> Any:
+    """The model's tokenizer alone, prepared as `load_base` prepares it; a GGUF
+    file's is read from the file (no weights are dequantized)."""
+    from transformers import AutoTokenizer
+
+    check_model(model)
+    path = Path(model)
+    try:
+        if path.suffix == ".gguf":
+            tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+        else:
+            tokenizer = AutoTokenizer.from_pretrained(
+                str(path) if path.exists() else model
+            )
+    except Exception as exc:  # noqa: BLE001 - the tokenizer readers raise many kinds
+        raise TrainerError(
+            f"--model: cannot read the tokenizer of '{model}' ({first_line(exc)})"
+        ) from None
+    _prepare(tokenizer, model, chat_template)
+    return tokenizer
+
+
 def load_base(
     model: str,
     device: str | None = None,
@@ -189,21 +230,12 @@ def load_base(
             f"--model: cannot load '{model}' ({first_line(exc)}); give a complete local "
             "model folder or a Hugging Face id this machine can download"
         ) from None
-    if chat_template is not None:
-        apply_chat_template(tokenizer, chat_template)
-        if len(tokenizer) > base.get_input_embeddings().num_embeddings:
-            _grow_vocabulary(base, tokenizer)
-    if getattr(tokenizer, "chat_template", None) is None:
-        raise TrainerError(
-            f"--model: {model} has no chat template (a base model?); pass --chat-template "
-            "gemma, chatml or a jinja file"
-        )
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    if tokenizer.eos_token_id is None:
-        raise TrainerError(
-            f"--model: the tokenizer of {model} has no end-of-sequence token"
-        )
+    _prepare(tokenizer, model, chat_template)
+    if (
+        chat_template is not None
+        and len(tokenizer) > base.get_input_embeddings().num_embeddings
+    ):
+        _grow_vocabulary(base, tokenizer)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     if precision == "bf16" and device == "cpu" and not fast_cpu_bf16():
         log.warning(

@@ -23,21 +23,40 @@ PRECISION: Precision = "fp32"  # the default of every precision setting and para
 GENERATION_BATCH_SIZE = 16  # prompts per generate call, wherever a generator is made
 # How tools are listed when a chat template has no tool role.
 ToolFormat = Literal["json", "compact"]
-Backend = Literal["transformers", "vllm"]
+# The engine that decodes: transformers (CPU or GPU), vLLM (GPU) or llama.cpp
+# (the GGUF file as it is, on a CPU; evaluation only so far).
+Backend = Literal["transformers", "vllm", "llamacpp"]
+BACKEND: Backend = "transformers"  # the default of every backend setting and parameter
+# Where a backend's package comes from, when it is not a core dependency.
+BACKEND_PACKAGES = {
+    "vllm": ("vllm", "`pip install trace-factory[vllm]` on a GPU machine"),
+    "llamacpp": ("llama_cpp", '`pip install -e ".[llamacpp]"` (builds llama.cpp)'),
+}
 
 
 def check_backend(backend: str, label: str = "--backend") -> None:
-    """Refuse the vllm backend where vLLM cannot be imported (a TrainerError naming
+    """Refuse a backend whose package cannot be imported (a TrainerError naming
     `label` and the fix); the trainer, the router and `trace run` share it."""
-    if backend != "vllm":
+    if backend not in BACKEND_PACKAGES:
         return
+    module, install = BACKEND_PACKAGES[backend]
     try:
-        importlib.import_module("vllm")
+        importlib.import_module(module)
     except ImportError:
         raise TrainerError(
-            f"{label} vllm needs `pip install trace-factory[vllm]` on a GPU machine "
-            f"(or {label} transformers)"
+            f"{label} {backend} needs {install} (or {label} transformers)"
         ) from None
+
+
+def samples_rollouts(backend: str) -> str:
+    """The check of every setting that names GRPO's rollout sampler (a validator
+    shared, not copied): llama.cpp does not sample training rollouts yet."""
+    if backend == "llamacpp":
+        raise ValueError(
+            "llamacpp decodes evaluation (`trainer eval --backend llamacpp`); GRPO's "
+            "rollouts are sampled by transformers or vllm"
+        )
+    return backend
 
 
 Reporter = Literal["none", "tensorboard", "wandb"]

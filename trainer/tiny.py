@@ -112,6 +112,68 @@ def build_tiny_model(
     return folder
 
 
+def write_tiny_gguf(folder: Path) -> Path:
+    """The tiny Qwen2 model of `folder` (from `build_tiny_model`) as `folder/tiny.gguf`
+    in float32, so llama.cpp runs the same weights and vocabulary as transformers:
+    the tests' stand-in for a GGUF model from a hub."""
+    import gguf
+    import numpy as np
+    from safetensors.numpy import load_file
+    from transformers import AutoConfig, AutoTokenizer
+
+    config = AutoConfig.from_pretrained(folder)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    weights = load_file(str(folder / "model.safetensors"))
+    names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.QWEN2, config.num_hidden_layers)
+    out = folder / "tiny.gguf"
+    writer = gguf.GGUFWriter(str(out), "qwen2")
+    writer.add_context_length(config.max_position_embeddings)
+    writer.add_embedding_length(config.hidden_size)
+    writer.add_block_count(config.num_hidden_layers)
+    writer.add_feed_forward_length(config.intermediate_size)
+    writer.add_head_count(config.num_attention_heads)
+    writer.add_head_count_kv(config.num_key_value_heads)
+    writer.add_rope_freq_base(float(config.rope_parameters["rope_theta"]))
+    writer.add_layer_norm_rms_eps(float(config.rms_norm_eps))
+    writer.add_file_type(gguf.LlamaFileType.ALL_F32)
+    specials = set(tokenizer.all_special_ids)
+    tokens = [t for t, _ in sorted(tokenizer.get_vocab().items(), key=lambda i: i[1])]
+    # llama.cpp's BPE vocabulary needs merges, and transformers reads one only if its
+    # result is a token: one merge of two control bytes no text holds (NUL, then
+    # 0x01), its token last, with an embedding row of zeros.
+    joined = "\u0100\u0101"
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre("qwen2")
+    writer.add_token_list([*tokens, joined])
+    writer.add_token_types(
+        [
+            gguf.TokenType.CONTROL if index in specials else gguf.TokenType.NORMAL
+            for index in range(len(tokens))
+        ]
+        + [gguf.TokenType.NORMAL]
+    )
+    writer.add_token_merges(["\u0100 \u0101"])
+    writer.add_token_scores([0.0] * (len(tokens) + 1))
+    writer.add_eos_token_id(tokenizer.eos_token_id)
+    writer.add_pad_token_id(tokenizer.pad_token_id)
+    writer.add_chat_template(tokenizer.chat_template)
+    embeddings = weights["model.embed_tokens.weight"]
+    weights["model.embed_tokens.weight"] = np.concatenate(
+        [embeddings, np.zeros((1, embeddings.shape[1]), embeddings.dtype)]
+    )
+    for name, tensor in weights.items():
+        if name == "lm_head.weight":  # tied to the embeddings
+            continue
+        writer.add_tensor(
+            names.get_name(name, try_suffixes=(".weight", ".bias")), tensor
+        )
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return out
+
+
 TASK_ID = "trace-test/FirstLetter-v0"
 
 

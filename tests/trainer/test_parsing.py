@@ -32,17 +32,19 @@ def test_tool_calls_are_parsed_from_hermes_and_plain_json() -> None:
 
 
 def test_a_turn_ends_where_its_tool_call_closes(tiny_tokenizer) -> None:
-    from trainer.generation import STOP_STRINGS, _cut
+    from trainer.generation import STOP_STRINGS, cut_sample
 
     text = 'ok <tool_call>{"name": "f", "arguments": {}}</tool_call> and more'
     tokens = tiny_tokenizer(text, add_special_tokens=False)["input_ids"]
     eos = tiny_tokenizer.eos_token_id
-    sample = _cut(
+    sample = cut_sample(
         tokens + [eos], [-1.0] * (len(tokens) + 1), {eos}, tiny_tokenizer, STOP_STRINGS
     )
     assert tiny_tokenizer.decode(sample.tokens).endswith("</tool_call>")
     assert len(sample.logprobs) == len(sample.tokens) < len(tokens)
-    plain = _cut(tokens[:2] + [eos, 5], [-1.0] * 4, {eos}, tiny_tokenizer, STOP_STRINGS)
+    plain = cut_sample(
+        tokens[:2] + [eos, 5], [-1.0] * 4, {eos}, tiny_tokenizer, STOP_STRINGS
+    )
     assert plain.tokens == tokens[:2] + [eos]
 
 

@@ -1,0 +1,134 @@
+"""llama.cpp decoding (`--backend llamacpp`): the tiny model written as a GGUF file
+decodes the same greedy turns as transformers, a PEFT adapter converted to a GGUF
+LoRA changes them exactly as peft does, and `trainer eval` plays through it.
+Needs llama-cpp-python (the `llamacpp` extra; CI builds it)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from trainer.cli import main as trainer_main
+from trainer.config import TrainConfig
+from trainer.errors import TrainerError
+from trainer.generation import TransformersGenerator
+from trainer.tiny import TASK_ID, register_task, write_tiny_gguf
+
+llama_cpp = pytest.importorskip("llama_cpp")
+
+PROMPTS = ["<|im_start|>user\nhello there<|im_end|>\n<|im_start|>assistant\n", "abc"]
+
+
+@pytest.fixture(scope="module")
+def tiny_gguf(tiny_model_dir: Path, tmp_path_factory) -> Path:
+    """The session's tiny model, copied and written beside itself as tiny.gguf."""
+    import shutil
+
+    folder = tmp_path_factory.mktemp("gguf") / "model"
+    shutil.copytree(tiny_model_dir, folder)
+    return write_tiny_gguf(folder)
+
+
+@pytest.fixture(scope="module")
+def adapter(tiny_model_dir: Path, tmp_path_factory) -> Path:
+    """A LoRA adapter on the tiny model whose B is not zero, so it changes the output."""
+    from trainer.models import load_base, with_lora
+
+    base, _ = load_base(str(tiny_model_dir))
+    model = with_lora(base, TrainConfig(lora_rank=4, lora_alpha=8.0))
+    generator = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for name, weight in model.named_parameters():
+            if "lora_B" in name:
+                weight.copy_(torch.randn(weight.shape, generator=generator) * 0.5)
+    folder = tmp_path_factory.mktemp("adapter") / "adapter"
+    model.save_pretrained(folder)
+    return folder
+
+
+def _greedy_transformers(folder: Path, adapter: Path | None) -> list[list[int]]:
+    from trainer.models import load_adapter, load_base
+
+    base, tokenizer = load_base(str(folder))
+    policy = load_adapter(base, str(adapter)) if adapter else base
+    generator = TransformersGenerator(policy, tokenizer)
+    prompts = [tokenizer.encode(p) for p in PROMPTS]
+    return [s.tokens for s in generator.generate(prompts, 12, 0.0)]
+
+
+def _greedy_llamacpp(gguf: Path, adapter: Path | None) -> list[list[int]]:
+    from trainer.llamacpp import open_generator
+    from trainer.models import load_tokenizer
+
+    tokenizer = load_tokenizer(str(gguf))
+    generator = open_generator(str(gguf), tokenizer, [adapter] if adapter else [])
+    prompts = [tokenizer.encode(p) for p in PROMPTS]
+    # twice: the second pass reuses the KV cache of shared prefixes
+    first = [s.tokens for s in generator.generate(prompts, 12, 0.0)]
+    assert [s.tokens for s in generator.generate(prompts, 12, 0.0)] == first
+    return first
+
+
+def test_greedy_turns_match_transformers_on_the_same_weights(tiny_gguf: Path) -> None:
+    expected = _greedy_transformers(tiny_gguf.parent, None)
+    assert _greedy_llamacpp(tiny_gguf, None) == expected
+    assert all(expected)
+
+
+def test_a_converted_adapter_changes_the_turns_as_peft_does(
+    tiny_gguf: Path, adapter: Path
+) -> None:
+    expected = _greedy_transformers(tiny_gguf.parent, adapter)
+    assert expected != _greedy_transformers(tiny_gguf.parent, None)
+    assert _greedy_llamacpp(tiny_gguf, adapter) == expected
+
+
+def test_trainer_eval_plays_through_llamacpp(
+    tiny_gguf: Path, adapter: Path, capsys
+) -> None:
+    register_task()
+    reports = {}
+    for backend, model in (("transformers", tiny_gguf.parent), ("llamacpp", tiny_gguf)):
+        code = trainer_main(
+            ["eval", "--env", TASK_ID, "--model", str(model), "--adapter", str(adapter),
+             "--episodes", "6", "--max-new-tokens", "6", "--max-turns", "1",
+             "--max-total-tokens", "512", "--temperature", "0", "--backend", backend]
+        )  # fmt: skip
+        assert code == 0
+        reports[backend] = json.loads(capsys.readouterr().out)
+    assert reports["llamacpp"]["backend"] == "llamacpp"
+    assert reports["llamacpp"]["outcomes"] == reports["transformers"]["outcomes"]
+
+
+def test_llamacpp_is_refused_where_it_does_not_decode(
+    tiny_model_dir: Path, capsys
+) -> None:
+    with pytest.raises(TrainerError, match="llamacpp decodes evaluation"):
+        TrainConfig(backend="llamacpp")
+    register_task()
+    code = trainer_main(
+        ["eval", "--env", TASK_ID, "--model", str(tiny_model_dir), "--backend", "llamacpp",
+         "--episodes", "1"]
+    )  # fmt: skip
+    assert code == 2
+    assert "reads a .gguf model file" in capsys.readouterr().err
+    from router.cli import main as router_main
+
+    code = router_main(
+        ["serve", "--model", str(tiny_model_dir), "--backend", "llamacpp"]
+    )
+    assert code == 2
+    assert "the router decodes with transformers or vllm" in capsys.readouterr().err
+
+
+def test_an_adapter_of_an_unconverted_architecture_is_refused(tmp_path: Path) -> None:
+    from trainer.gguf_lora import convert
+
+    (tmp_path / "adapter_config.json").write_text(json.dumps({"r": 4, "lora_alpha": 8}))
+    with pytest.raises(
+        TrainerError, match="llama adapters are not converted|on a llama"
+    ):
+        convert(tmp_path, "llama", 2, tmp_path / "out.gguf")
