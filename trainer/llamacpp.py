@@ -7,9 +7,11 @@ project's own tokenizer (read from the same GGUF file, so the ids are llama.cpp'
 too), so chat templates and tool formats are the transformers path's exactly.
 
 One sequence at a time: each turn reuses the KV cache of the longest prefix it
-shares with what was evaluated last (the system prompt and tools across
-episodes, the conversation so far across an episode's turns). An adapter is a
-GGUF LoRA (`trainer.gguf_lora`) applied at a scale; changing it drops the cache.
+shares with what was evaluated last, so `trainer eval` plays its episodes one
+after another: an episode's next turn evaluates only its new tokens, and the next
+episode only what follows the system prompt and tools. An adapter is a GGUF LoRA
+(`trainer.gguf_lora`) applied at a scale; changing it drops the cache. Several
+sequences decoded together (llama.cpp's multi-sequence batches) are not used yet.
 """
 
 from __future__ import annotations
