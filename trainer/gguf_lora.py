@@ -35,18 +35,13 @@ def base_architecture(model_file: Path) -> tuple[str, int]:
 
     try:
         reader = GGUFReader(model_file)
-        architecture = _text(reader, "general.architecture")
+        architecture = str(reader.fields["general.architecture"].contents())
         blocks = int(reader.fields[f"{architecture}.block_count"].contents())
     except (OSError, ValueError, KeyError, IndexError) as exc:
         raise TrainerError(
             f"--model: {model_file} is not a GGUF model file llama.cpp can read ({exc})"
         ) from None
     return architecture, blocks
-
-
-def _text(reader: object, key: str) -> str:
-    field = reader.fields[key]  # type: ignore[attr-defined]
-    return str(field.contents())
 
 
 def lora_file(adapter: Path, model_file: Path) -> Path:
@@ -91,9 +86,8 @@ def convert(adapter: Path, architecture: str, blocks: int, out: Path) -> None:
             "GGUF LoRA cannot hold; use --backend transformers"
         )
     rank, alpha = int(config["r"]), float(config["lora_alpha"])
-    if config.get(
-        "use_rslora"
-    ):  # PEFT scales by alpha / sqrt(r), llama.cpp by alpha / r
+    # PEFT's rsLoRA scales by alpha / sqrt(r), llama.cpp always by alpha / r
+    if config.get("use_rslora"):
         alpha *= math.sqrt(rank)
     names = gguf.get_tensor_name_map(
         gguf.MODEL_ARCH[architecture.upper()], blocks

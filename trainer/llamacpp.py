@@ -27,19 +27,9 @@ import numpy as np
 from trainer.errors import TrainerError
 from trainer.generation import STOP_STRINGS, cut_sample, stop_string_ended
 from trainer.rollout import Sample
+from trainer.settings import check_backend
 
 CONTEXT = 8192  # tokens of KV cache; a longer conversation is refused before it runs
-
-
-def _llama_cpp() -> Any:
-    try:
-        import llama_cpp
-    except ImportError:
-        raise TrainerError(
-            '--backend llamacpp needs llama-cpp-python: pip install -e ".[llamacpp]" '
-            "(it builds llama.cpp from source with cmake and a C++ compiler)"
-        ) from None
-    return llama_cpp
 
 
 class LlamaCppGenerator:
@@ -53,7 +43,10 @@ class LlamaCppGenerator:
         seed: int = 0,
         stop_strings: Sequence[str] = STOP_STRINGS,
     ) -> None:
-        llama_cpp = _llama_cpp()
+        check_backend("llamacpp")  # the error every backend gives for a missing package
+        import llama_cpp
+
+        self.lib = llama_cpp
         self.llama = llama_cpp.Llama(
             model_path=str(model_file),
             n_ctx=context,
@@ -62,12 +55,13 @@ class LlamaCppGenerator:
             seed=seed,
             verbose=False,
         )
+        self.vocabulary_size = self.llama.n_vocab()
         vocabulary = llama_cpp.llama_model_get_vocab(self.llama.model)
         # every end-of-generation token of the model (end of turn, of text), and the
         # tokenizer's own end of sequence, as transformers stops on both
         self.stops = {
             token
-            for token in range(self.llama.n_vocab())
+            for token in range(self.vocabulary_size)
             if llama_cpp.llama_vocab_is_eog(vocabulary, token)
         } | {tokenizer.eos_token_id}
         self.tokenizer = tokenizer
@@ -80,7 +74,7 @@ class LlamaCppGenerator:
     def use_adapters(self, adapters: Sequence[tuple[Path, float]]) -> None:
         """Decode with these GGUF LoRA files at these scales from now on (none: the
         base model); the KV cache was computed under the old ones, so it is dropped."""
-        llama_cpp = _llama_cpp()
+        llama_cpp = self.lib
         wanted = tuple((Path(path), float(scale)) for path, scale in adapters)
         if wanted == self.applied:
             return
@@ -147,10 +141,9 @@ class LlamaCppGenerator:
     def _draw(self, temperature: float) -> tuple[int, float]:
         """The next token and its log-prob under the sampling distribution (greedy at
         temperature 0, where the log-prob is the model's own)."""
-        llama_cpp = _llama_cpp()
-        vocabulary = self.llama.n_vocab()
+        vocabulary = self.vocabulary_size
         logits = np.ctypeslib.as_array(
-            llama_cpp.llama_get_logits_ith(self.llama.ctx, -1), shape=(vocabulary,)
+            self.lib.llama_get_logits_ith(self.llama.ctx, -1), shape=(vocabulary,)
         ).astype(np.float64)
         scaled = logits / temperature if temperature > 0 else logits
         logprobs = scaled - np.logaddexp.reduce(scaled)
@@ -176,10 +169,10 @@ def open_generator(
         )
     files = [lora_file(Path(adapter), path) for adapter in adapters]
     generator = LlamaCppGenerator(path, tokenizer)
-    if len(tokenizer) > generator.llama.n_vocab():
+    if len(tokenizer) > generator.vocabulary_size:
         raise TrainerError(
             f"--backend llamacpp: the chat template adds tokens {model} does not have "
-            f"({len(tokenizer)} > {generator.llama.n_vocab()}); use --backend transformers"
+            f"({len(tokenizer)} > {generator.vocabulary_size}); use --backend transformers"
         )
     generator.use_adapters([(file, 1.0) for file in files])
     return generator
