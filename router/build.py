@@ -10,7 +10,7 @@ import contextlib
 import logging
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,20 +40,41 @@ class Loaded:
     router: Any
 
 
+def _fitted(
+    kind: str, needed: bool, loader: Callable[[], Any], folder: Path
+) -> Any | None:
+    """A fitted router (`loader`'s) beside the adapters: None where there is none or it
+    cannot be used (said once), unless `needed`, which makes either an error."""
+    try:
+        fitted = loader()
+    except RouterError as exc:
+        if needed:
+            raise
+        logging.getLogger("router").warning("%s mode off: %s", kind, exc)
+        return None
+    if needed and fitted is None:
+        raise RouterError(
+            f"--mode {kind} needs a fitted {kind} router in {folder}; run `router fit` "
+            "first"
+        )
+    return fitted
+
+
 def load(
     settings: RouterSettings,
-    need_probe: bool = False,
+    need_mode: str | None = None,
     requests: Sequence[list[dict[str, Any]]] = (),
     precision: Precision = PRECISION,
 ) -> Loaded:
     """The base model (its weights in `precision`) with every adapter, the routing
     prompt, scorer (calibrated, with `requests` the batch batch-calibration averages
-    over), probe and router."""
+    over), probe, text router and router; `need_mode` (a fitted one) must be available."""
     from router.adapters import AdapterBank
     from router.probe import load_probe
     from router.prompt import RoutingPrompt
     from router.routed import Router
     from router.scorer import LabelScorer
+    from router.text import load_text
 
     bank, tokenizer = AdapterBank.load(settings.adapters, settings.model, precision)
     capabilities = bank.capabilities
@@ -66,18 +87,18 @@ def load(
     )
     scorer = LabelScorer(bank.model, prompt)
     scorer.calibrate(settings.calibration, requests)
-    try:
-        probe = load_probe(capabilities.folder, prompt.fingerprint(), prompt.targets)
-    except RouterError as exc:
-        if need_probe:
-            raise
-        logging.getLogger("router").warning("probe mode off: %s", exc)
-        probe = None
-    if need_probe and probe is None:
-        raise RouterError(
-            f"--mode probe needs a fitted probe in {capabilities.folder}; run `router fit` first"
-        )
-    return Loaded(capabilities, bank, tokenizer, Router(scorer, probe, settings.top_p))
+    folder = capabilities.folder
+    probe = _fitted(
+        "probe",
+        need_mode == "probe",
+        lambda: load_probe(folder, prompt.fingerprint(), prompt.targets),
+        folder,
+    )
+    text = _fitted(
+        "text", need_mode == "text", lambda: load_text(folder, prompt.targets), folder
+    )
+    router = Router(scorer, probe, settings.top_p, text)
+    return Loaded(capabilities, bank, tokenizer, router)
 
 
 def task_messages(messages: str | None, env: str | None, seed: int) -> list[Any]:
@@ -209,6 +230,7 @@ def vllm_offline(
 ) -> tuple[Any, CapabilitySet, Any, Any, Any]:
     """Routing by prompt log-probs and generation with LoRARequests on an offline vLLM engine."""
     from router.routed import Router
+    from router.text import load_text
     from router.vllm import AdapterFiles, VLLMScorer, activation
     from trainer.generation import VLLMGenerator
     from trainer.settings import check_backend
@@ -229,7 +251,9 @@ def vllm_offline(
     files = AdapterFiles(capabilities, staging / "mixes")
     scorer = VLLMScorer(engine, prompt)
     scorer.calibrate(settings.calibration, requests)
-    router = Router(scorer, None, settings.top_p)
+    folder = capabilities.folder
+    text = _fitted("text", False, lambda: load_text(folder, prompt.targets), folder)
+    router = Router(scorer, None, settings.top_p, text)
     return activation(generator, files), capabilities, router, generator, tokenizer
 
 
@@ -253,9 +277,10 @@ def vllm_backend(settings: RouterSettings) -> Any:
         raise RouterError(
             "--backend vllm needs --vllm-url (the vLLM server's /v1 address)"
         )
-    if settings.mode == "probe":
+    if settings.mode in ("probe", "text"):
         raise RouterError(
-            "--mode probe needs hidden states; use --backend transformers"
+            f"--mode {settings.mode} is served by --backend transformers (the vLLM "
+            "server backend routes by label log-probs: argmax or top-p)"
         )
     capabilities, tokenizer, prompt = vllm_prompt(settings)
     client = openai.OpenAI(base_url=settings.vllm_url, api_key="EMPTY")
@@ -278,7 +303,7 @@ def served_backend(
         return vllm_backend(settings)
     from router.backends import TransformersBackend
 
-    loaded = load(settings, need_probe=settings.mode == "probe", precision=precision)
+    loaded = load(settings, need_mode=settings.mode, precision=precision)
     return TransformersBackend(
         loaded.bank,
         loaded.router,
@@ -349,19 +374,31 @@ def serve(
         server.server_close()
 
 
+@dataclass
+class Fitted:
+    """What `router fit` saved beside the adapters, and from how many tasks."""
+
+    probe: Any
+    probe_path: Path
+    text: Any
+    text_path: Path
+    examples: int
+
+
 def fit(
     settings: RouterSettings,
     examples: int,
     first_seed: int,
     regularisation: float,
     force: bool,
-) -> tuple[Any, Path, int]:
-    """Fit the probe on `examples` training tasks per environment and save it beside
-    the adapters; (probe, its path, how many tasks it saw)."""
+) -> Fitted:
+    """Fit the probe and the text router on `examples` training tasks per environment
+    and save them beside the adapters."""
     import numpy as np
     from tqdm import tqdm
 
-    from router.probe import fit_probe, save_probe
+    from router.probe import PROBE_FILE, fit_probe, save_probe
+    from router.text import TEXT_FILE, fit_text, save_text
 
     if not settings.base_envs:
         raise RouterError(
@@ -378,15 +415,31 @@ def fit(
         ]
     ).astype(np.float64)
     prompt = loaded.router.scorer.prompt
+    labels = [t.truth for t in chosen]
     probe = fit_probe(
         features,
-        [t.truth for t in chosen],
+        labels,
         prompt.targets,
         prompt.fingerprint(),
         loaded.capabilities.base_model,
         regularisation,
     )
-    return probe, save_probe(probe, loaded.capabilities.folder, force), len(chosen)
+    text = fit_text(
+        [(t.messages, t.truth) for t in chosen], prompt.targets, regularisation
+    )
+    folder = loaded.capabilities.folder
+    if not force and (folder / PROBE_FILE).exists() != (folder / TEXT_FILE).exists():
+        raise RouterError(  # neither is written unless both can be
+            f"{folder} holds one of {PROBE_FILE} and {TEXT_FILE}; pass --force to "
+            "replace it"
+        )
+    return Fitted(
+        probe,
+        save_probe(probe, folder, force),
+        text,
+        save_text(text, folder, force),
+        len(chosen),
+    )
 
 
 def evaluate(

@@ -42,19 +42,21 @@ def _settings(arguments: argparse.Namespace) -> RouterSettings:
 def _route(arguments: argparse.Namespace) -> int:
     settings = _settings(arguments)
     messages = build.task_messages(arguments.messages, arguments.env, arguments.seed)
-    loaded = build.load(settings, need_probe=settings.mode == "probe")
+    loaded = build.load(settings, need_mode=settings.mode)
     print(json.dumps(loaded.router.route(messages, settings.mode).as_dict(), indent=2))
     return 0
 
 
 def _fit(arguments: argparse.Namespace) -> int:
-    probe, path, seen = build.fit(
+    fitted = build.fit(
         _settings(arguments), arguments.examples, arguments.first_seed,
         arguments.regularisation, arguments.force,
     )  # fmt: skip
     print(
-        f"probe fitted on {seen} examples (training accuracy "
-        f"{probe.train_accuracy:.3f}); saved to {path}"
+        f"probe and text router fitted on {fitted.examples} examples (training "
+        f"accuracy {fitted.probe.train_accuracy:.3f} and "
+        f"{fitted.text.linear.train_accuracy:.3f}); saved to {fitted.probe_path} and "
+        f"{fitted.text_path}"
     )
     return 0
 

@@ -100,8 +100,8 @@ def plan_evaluation(
     """
     scores, seconds_per_route = score_tasks(router, tasks)
     routes: dict[str, list[Route]] = {mode: [] for mode in router.modes()}
-    for score in scores:
-        for mode, route in router.routes(score).items():
+    for score, task in zip(scores, tasks, strict=True):
+        for mode, route in router.routes(score, task.messages).items():
             routes[mode].append(route)
     truths = [t.truth for t in tasks]
     routing = {
@@ -259,14 +259,10 @@ def add_rerouting(
         if from_base
         else f"routed: {mode}, re-routed on errors"
     )
-    rows = report["per_task"]
-    for row, (success, _), chain in zip(rows, outcomes, chains, strict=True):
-        row["success"][name] = bool(success)
+    others = (f"routed: {mode}", "base model", report["best_single"])
+    add_condition(report, name, outcomes, others)
+    for row, chain in zip(report["per_task"], chains, strict=True):
         row["reroutes"] = list(chain)
-    report["success"][name] = {
-        **rate([float(s) for s, _ in outcomes]),
-        "reward_mean": float(np.mean([r for _, r in outcomes])),
-    }
     final = [chain[-1] for chain in chains]
     report["rerouting"] = {
         "mode": mode,
@@ -276,12 +272,30 @@ def add_rerouting(
             [t.truth == f for t, f in zip(tasks, final, strict=True)]
         ),
     }
-    for other in (f"routed: {mode}", "base model", report["best_single"]):
+    return name
+
+
+def add_condition(
+    report: dict[str, Any],
+    name: str,
+    outcomes: Sequence[tuple[bool, float]],
+    others: Sequence[str],
+) -> None:
+    """Add condition `name`, played beside the plan (its (success, reward) on each of
+    the report's tasks, in order), to a report of `assemble`, paired with each of
+    `others`; Holm is taken again over the family with the new tests."""
+    rows = report["per_task"]
+    for row, (success, _) in zip(rows, outcomes, strict=True):
+        row["success"][name] = bool(success)
+    report["success"][name] = {
+        **rate([float(s) for s, _ in outcomes]),
+        "reward_mean": float(np.mean([r for _, r in outcomes])),
+    }
+    for other in others:
         report["paired"][f"{name} vs {other}"] = mcnemar(
             [r["success"][name] for r in rows], [r["success"][other] for r in rows]
         )
-    report["paired"] = with_holm(report["paired"])  # one family with the new tests
-    return name
+    report["paired"] = with_holm(report["paired"])
 
 
 def success_by_need(

@@ -16,8 +16,6 @@ from dataclasses import dataclass, field
 from router.errors import RouterError
 from router.prompt import BASE
 
-MODES = ("argmax", "top-p", "probe")
-
 
 @dataclass(frozen=True)
 class Route:

@@ -92,16 +92,21 @@ def fit_probe(
     return probe
 
 
-def save_probe(probe: Probe, folder: Path, force: bool) -> Path:
-    """Write `folder/router_probe.json` atomically; an existing one needs `force`."""
-    path = folder / PROBE_FILE
+def save_fitted(path: Path, content: dict[str, Any], force: bool) -> Path:
+    """Write a fitted router (probe, text) as JSON at `path` atomically; an existing
+    one needs `force`, and a folder or link there is never replaced."""
     if path.exists() and not force:
         raise RouterError(f"{path} exists; pass --force to replace it")
     if path.is_dir() or path.is_symlink():
         raise RouterError(f"{path} is a folder or a link; move it away first")
     with unwritable_as(RouterError, str(path), "give a writable folder"):
-        write_text(path, json.dumps(probe.as_dict()))
+        write_text(path, json.dumps(content))
     return path
+
+
+def save_probe(probe: Probe, folder: Path, force: bool) -> Path:
+    """Write `folder/router_probe.json` (see `save_fitted`)."""
+    return save_fitted(folder / PROBE_FILE, probe.as_dict(), force)
 
 
 def load_probe(folder: Path, fingerprint: str, targets: list[str]) -> Probe | None:
@@ -109,7 +114,17 @@ def load_probe(folder: Path, fingerprint: str, targets: list[str]) -> Probe | No
     path = folder / PROBE_FILE
     if not path.exists():
         return None
-    data = read_json(path, "refit it with `router fit --force`")
+    probe = probe_from(read_json(path, "refit it with `router fit --force`"), path)
+    if probe.fingerprint != fingerprint or probe.targets != targets:
+        raise RouterError(
+            f"{path} was fitted for another capability set or routing prompt; "
+            "refit with `router fit --force`"
+        )
+    return probe
+
+
+def probe_from(data: Any, path: Path) -> Probe:
+    """The probe `Probe.as_dict` wrote (read from `path`), its shapes checked."""
     try:
         probe = Probe(
             targets=[str(t) for t in data["targets"]],
@@ -137,10 +152,5 @@ def load_probe(folder: Path, fingerprint: str, targets: list[str]) -> Probe | No
     if not consistent:
         raise RouterError(
             f"{path} has inconsistent shapes or values; refit with `router fit --force`"
-        )
-    if probe.fingerprint != fingerprint or probe.targets != targets:
-        raise RouterError(
-            f"{path} was fitted for another capability set or routing prompt; "
-            "refit with `router fit --force`"
         )
     return probe

@@ -22,6 +22,7 @@ from router.errors import RouterError
 from router.modes import Route, argmax_route, top_p_route
 from router.probe import Probe
 from router.scorer import LabelScorer, Scores
+from router.text import TextRouter
 from trainer.envs import EnvHandle
 from trainer.rollout import Episode, Generator, RolloutLimits, collect
 
@@ -56,18 +57,30 @@ class Router:
     """Routes from one scoring pass: argmax and top-p on label probabilities, probe on features."""
 
     def __init__(
-        self, scorer: LabelScorer, probe: Probe | None = None, top_p: float = 0.9
+        self,
+        scorer: LabelScorer,
+        probe: Probe | None = None,
+        top_p: float = 0.9,
+        text: TextRouter | None = None,
     ) -> None:
         self.scorer = scorer
         self.probe = probe
         self.top_p = top_p
+        self.text = text
         self.targets = scorer.prompt.targets
 
     def modes(self) -> list[str]:
-        return ["argmax", "top-p"] + (["probe"] if self.probe is not None else [])
+        return (
+            ["argmax", "top-p"]
+            + (["probe"] if self.probe is not None else [])
+            + (["text"] if self.text is not None else [])
+        )
 
-    def routes(self, scores: Scores) -> dict[str, Route]:
-        """Every available mode's route for one scored task."""
+    def routes(
+        self, scores: Scores, messages: list[dict[str, Any]]
+    ) -> dict[str, Route]:
+        """Every available mode's route for one task: its opening `messages` and their
+        scores."""
         probabilities = self.scorer.probabilities(scores).tolist()
         routes = {
             "argmax": argmax_route(probabilities, self.targets),
@@ -80,15 +93,19 @@ class Router:
                 self.probe.targets,
                 "probe",
             )
+        if self.text is not None:
+            routes["text"] = argmax_route(
+                self.text.probabilities(messages), self.text.targets, "text"
+            )
         return routes
 
     def route(self, messages: list[dict[str, Any]], mode: str) -> Route:
         """The route of a first observation in `mode`."""
-        routes = self.routes(self.scorer.score(messages))
+        routes = self.routes(self.scorer.score(messages), messages)
         if mode not in routes:
             raise RouterError(
                 f"--mode {mode} is not available (have {', '.join(routes)}); "
-                "`router fit` saves the probe"
+                "`router fit` saves the probe and the text router"
             )
         return routes[mode]
 

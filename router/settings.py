@@ -61,7 +61,11 @@ class RouterSettings(RoutingSettings):
         "folder of adapters/<cap>/ written by `trainer train` (serve without it: the "
         "plain base model)",
     )
-    mode: Literal["argmax", "top-p", "probe"] = setting("argmax", "routing mode")
+    mode: Literal["argmax", "top-p", "probe", "text"] = setting(
+        "argmax",
+        "routing mode (probe, text: fitted by `router fit`; text reads the request's "
+        "words alone)",
+    )
     envs: tuple[str, ...] = setting(
         (), "adapters' environments; if none, each adapter's own (installed)"
     )

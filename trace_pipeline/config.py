@@ -199,6 +199,22 @@ class Analyze(AnalysisSettings):
     """`factory analyze` on the collected trajectories: its own settings and defaults."""
 
 
+def archetype_names(value: list[str]) -> list[str]:
+    """Built-in archetypes, each named once."""
+    from factory.archetypes import archetypes
+
+    known = archetypes()
+    unknown = [name for name in value if name not in known]
+    if unknown:
+        raise ValueError(
+            f"{unknown[0]!r:.60} is not a built-in archetype; choose from "
+            f"{', '.join(sorted(known))}"
+        )
+    if len(set(value)) != len(value):
+        raise ValueError("an archetype is named twice")
+    return value
+
+
 class Generate(Section):
     """`factory generate` for every retained capability."""
 
@@ -228,21 +244,7 @@ class Generate(Section):
         "kit; false: the kit's tools and policy",
     )
 
-    @field_validator("include")
-    @classmethod
-    def _archetypes(cls, value: list[str]) -> list[str]:
-        from factory.archetypes import archetypes
-
-        known = archetypes()
-        unknown = [name for name in value if name not in known]
-        if unknown:
-            raise ValueError(
-                f"{unknown[0]!r:.60} is not a built-in archetype; choose from "
-                f"{', '.join(sorted(known))}"
-            )
-        if len(set(value)) != len(value):
-            raise ValueError("an archetype is named twice")
-        return value
+    _archetypes = field_validator("include")(archetype_names)
 
 
 class Train(Section):
@@ -281,13 +283,37 @@ class Train(Section):
 
 
 class Baselines(Section):
-    """The consolidation baselines that need training (the merges need none)."""
+    """The controls beside the adapters: the mixture adapter (trained here), each
+    adapter's SFT-only snapshot (its cold start, kept by the trainer), the prompted
+    base; the merges need no training."""
 
     mixture: bool = Field(
         True,
         description="train one adapter on the uniform mixture of the capability "
         "environments (as many optimizer steps as all single adapters together)",
     )
+    sft_only: bool = Field(
+        True,
+        description="evaluate also plays each adapter's cold start alone (its SFT-only "
+        "snapshot, before any GRPO step), paired with the trained adapter: whether "
+        "GRPO added to SFT",
+    )
+    untargeted: list[str] = Field(
+        default_factory=list,
+        max_length=8,
+        description="built-in archetypes of the target's kit the analysis did not "
+        "retain, each trained as an untargeted control with a targeted adapter's "
+        "budget (demonstrations, cold start, GRPO iterations) and played beside it; "
+        "one the analysis retains is skipped",
+    )
+    prompted: bool = Field(
+        True,
+        description="evaluate also plays the prompted base: no adapter, the trained "
+        "capabilities' titles and descriptions appended to the system prompt (what "
+        "training has to beat to be worth its cost)",
+    )
+
+    _untargeted = field_validator("untargeted")(archetype_names)
 
 
 class Route(RoutingSettings):
@@ -298,7 +324,8 @@ class Route(RoutingSettings):
         0,
         ge=0,
         le=100_000,
-        description="examples per label to fit the probe (0: no probe)",
+        description="examples per label to fit the probe and the text router (0: "
+        "neither)",
     )
     probe_data: Literal["analysis", "packages"] = Field(
         "analysis",
@@ -376,6 +403,12 @@ class PipelineConfig(Section):
         if self.protocol.split == "dev" and self.target.kind == "tau2":
             raise ValueError(
                 "protocol.split dev: a tau2 target has its own splits (target.tau2)"
+            )
+        both = sorted(set(self.generate.include) & set(self.baselines.untargeted))
+        if both:
+            raise ValueError(
+                f"{both[0]} is in generate.include and baselines.untargeted: a package "
+                "is either trained as a capability or as an untargeted control"
             )
         return self
 

@@ -15,6 +15,11 @@ from trainer.errors import TrainerError
 
 log = logging.getLogger("trainer.export")
 
+# The adapter's subfolder holding the cold start alone (before any GRPO step): an
+# adapter of its own (PEFT files and trace.json, 0 iterations), the SFT-only
+# control an evaluation pairs with the trained adapter.
+SFT_ONLY = "sft_only"
+
 
 def example_trajectory(
     handle: EnvHandle, out: Path, seed: int, timeout: float

@@ -157,7 +157,8 @@ def train(
 ) -> Outcome:
     """Run GRPO to `config.iterations`; checkpoint every iteration.
 
-    `on_iteration(i, row)` is called after each iteration, and with i = 0 after the cold start.
+    `on_iteration(i, row)` is called after each iteration, and with i = 0 after the
+    cold start (before its checkpoint is written).
     """
     trainable = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(
@@ -206,9 +207,10 @@ def train(
             losses = cold_start.from_gold(
                 model, handle, tokenizer, config, pad, rng, rank, world
             )
-            save.cold_start(losses, rank)
+            # before its checkpoint: a run resumed from that checkpoint has both
             if on_iteration is not None:
                 on_iteration(0, {"cold_start_epoch_losses": losses})
+            save.cold_start(losses, rank)
         supervised = _supervised(handle, tokenizer, config, rank, world)
         progress = tqdm(
             range(start, config.iterations), initial=start, total=config.iterations,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from factory.outputs import regular_file, unwritable_as, write_text
+from factory.outputs import regular_file, staged, unwritable_as, write_text
 from trainer import checkpoint, distributed, env_calls
 from trainer.chat import ChatFormat
 from trainer.config import TrainConfig
@@ -181,7 +181,7 @@ class Run:
     ) -> tuple[Outcome, str | None]:
         """Train, then export the adapter (rank 0); the outcome and the `vllm serve` command."""
         from trainer import grpo
-        from trainer.export import export_adapter
+        from trainer.export import SFT_ONLY, export_adapter
         from trainer.models import mixed_precision
         from trainer.plots import plot_learning_curve
         from trainer.reporting import open_reporter
@@ -192,6 +192,13 @@ class Run:
         )
 
         def after(iteration: int, row: dict[str, Any]) -> None:
+            if iteration == 0 and main:  # the cold start alone: the SFT-only control
+                with staged(self.out / SFT_ONLY) as staging:
+                    export_adapter(
+                        staging, self.model, self.tokenizer, self.handle,
+                        self.base_model, self.config.as_dict(), [],
+                        self.config.train_seed(0, 0), self.chat_template,
+                    )  # fmt: skip
             reporter.log(iteration, row)
             if on_iteration is not None:
                 on_iteration(iteration, row)

@@ -17,11 +17,12 @@ from router.capabilities import load_capabilities
 from router.cli import main
 from router.errors import RouterError
 from router.modes import argmax_route, top_p_route
-from router.probe import fit_probe, load_probe, save_probe
+from router.probe import PROBE_FILE, fit_probe, load_probe, save_probe
 from router.prompt import BASE, RoutingPrompt
 from router.routed import Router, Task, first_observation, play
 from router.scorer import LabelScorer
 from router.serve import RoutedChat, make_server
+from router.text import TEXT_FILE, fit_text, load_text, save_text
 from router.vllm import write_mix
 from tests.conftest import BASE_ENV, ENVS
 from trainer.config import EVAL_SEED_BASE
@@ -306,6 +307,52 @@ def test_probe_fits_and_predicts(tmp_path) -> None:
         load_probe(tmp_path, "fp", targets)
 
 
+def test_the_text_router_reads_the_request_words_and_refuses_a_bad_file(
+    tmp_path,
+) -> None:
+    from router.errors import RouterError
+
+    def opening(request: str) -> list[dict[str, str]]:
+        # the policy is the same on every task: only the request may tell them apart
+        return [
+            {"role": "system", "content": "Be brief. The date is in the phone."},
+            {"role": "user", "content": request},
+        ]
+
+    targets = ["date", "permission", BASE]
+    requests = {
+        "date": ["remind me tomorrow at noon", "text Ana next friday", "meet tomorrow"],
+        "permission": ["turn on wifi and call Bo", "my cellular is off, text Al"],
+        BASE: ["call Bo", "add a contact named Al", "search for Ana"],
+    }
+    examples = [(opening(r), label) for label, rs in requests.items() for r in rs]
+    fitted = fit_text(examples, targets)
+    assert fitted.linear.train_accuracy == 1.0
+    save_text(fitted, tmp_path, force=False)
+    loaded = load_text(tmp_path, targets)
+    assert loaded is not None
+    for request, label in (
+        ("see you tomorrow", "date"),
+        ("cellular off", "permission"),
+    ):
+        probabilities = loaded.probabilities(opening(request))
+        assert targets[int(np.argmax(probabilities))] == label, request
+        assert probabilities == fitted.probabilities(opening(request))
+    with pytest.raises(RouterError, match="exists"):
+        save_text(fitted, tmp_path, force=False)
+    with pytest.raises(RouterError, match="other targets"):
+        load_text(tmp_path, ["date", BASE])
+    saved = json.loads((tmp_path / TEXT_FILE).read_text())
+    saved["idf"] = saved["idf"][:-1]  # one weight short of the vocabulary
+    (tmp_path / TEXT_FILE).write_text(json.dumps(saved))
+    with pytest.raises(RouterError, match="not a text router.*do not fit"):
+        load_text(tmp_path, targets)
+    (tmp_path / TEXT_FILE).write_text("[" * 100_000)
+    with pytest.raises(RouterError, match="cannot be read as JSON"):
+        load_text(tmp_path, targets)
+    assert load_text(tmp_path / "elsewhere", targets) is None
+
+
 def test_fit_eval_and_route_commands(
     tiny_model_dir, adapters, tmp_path, capsys
 ) -> None:
@@ -334,25 +381,25 @@ def test_fit_eval_and_route_commands(
         )
         == 0
     )
-    assert "probe fitted" in capsys.readouterr().out
-    assert (
-        main(["route", *common, "--env", ENVS["date_time_recovery"], "--mode", "probe"])
-        == 0
-    )
-    route = json.loads(capsys.readouterr().out)
-    assert route["mode"] == "probe" and set(route["probabilities"]) == {*ENVS, BASE}
+    assert "probe and text router fitted" in capsys.readouterr().out
+    for mode in ("probe", "text"):
+        task = ["--env", ENVS["date_time_recovery"], "--mode", mode]
+        assert main(["route", *common, *task]) == 0
+        route = json.loads(capsys.readouterr().out)
+        assert route["mode"] == mode and set(route["probabilities"]) == {*ENVS, BASE}
     out = tmp_path / "eval"
     code = main(["eval", *common, "--envs", *ENVS.values(), "--base-envs", BASE_ENV, "--episodes", "2",
                  "--out", str(out), "--max-turns", "1", "--max-new-tokens", "4"])  # fmt: skip
     assert code == 0, capsys.readouterr().err
     report = json.loads((out / "report.json").read_text())
-    assert set(report["routing"]) == {"argmax", "top-p", "probe"}
+    assert set(report["routing"]) == {"argmax", "top-p", "probe", "text"}
     assert {
         "base model",
         "uniform merge",
         "oracle",
         "routed: argmax",
         "routed: probe",
+        "routed: text",
     } <= set(report["success"])
     assert report["tasks"] == 6 and min(report["seeds"]) >= 2**30
     for row in report["success"].values():
@@ -405,7 +452,7 @@ def test_bad_adapter_folders_exit_2(
         folder.write_text("x")
     else:
         shutil.copytree(
-            adapters, folder, ignore=shutil.ignore_patterns("router_probe.json")
+            adapters, folder, ignore=shutil.ignore_patterns(PROBE_FILE, TEXT_FILE)
         )
     trace = folder / "date_time_recovery" / "trace.json"
     if breakage == "empty":

@@ -24,6 +24,7 @@ from router.prompt import BASE, RoutingPrompt
 from router.routed import first_observation
 from router.scorer import CONTENT_FREE, LabelScorer
 from router.serve import RoutedChat, make_server
+from router.text import TEXT_FILE
 from router.vllm import VLLMScorer, server_label_logprobs
 from tests.conftest import BASE_ENV, ENVS
 from trainer.envs import resolve_env
@@ -108,7 +109,10 @@ def test_eval_on_the_vllm_backend_uses_lora_requests(
     )  # fmt: skip
     assert code == 0, capsys.readouterr().err
     report = json.loads((out / "report.json").read_text())
-    assert report["backend"] == "vllm" and set(report["routing"]) == {"argmax", "top-p"}
+    # no probe (it reads hidden states); the text router where `router fit` saved one
+    fitted = {"text"} if (adapters / TEXT_FILE).exists() else set()
+    assert report["backend"] == "vllm"
+    assert set(report["routing"]) == {"argmax", "top-p", *fitted}
     engine = FakeLLM.instances[-1]
     assert engine.options["max_lora_rank"] == 8 and engine.options["enable_lora"]
     names = {r.lora_name if r else BASE for r in engine.lora_requests}

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from router.prompted import HEADING
 from trace_pipeline.cli import main
 from trace_pipeline.stages import NAMES
 
@@ -65,7 +66,9 @@ def test_every_stage_writes_its_folder_and_manifest(finished: Path) -> None:
     report = (finished / "report" / "report.md").read_text()
     assert "Table 3" in report and "exact McNemar" in report
     for condition in ("base model", "uniform merge", "TIES merge", "multi-capability GRPO",
-                      "routed: argmax", "routed: top-p", "oracle"):  # fmt: skip
+                      "routed: argmax", "routed: top-p", "oracle",
+                      "SFT only: date_time_recovery", "multi-capability SFT only",
+                      "prompted base"):  # fmt: skip
         assert f"| {condition} |" in report, condition
     trace = json.loads((finished / "baselines" / "mixture" / "trace.json").read_text())
     assert trace["capability"] == "mixture"
@@ -76,6 +79,23 @@ def test_every_stage_writes_its_folder_and_manifest(finished: Path) -> None:
         assert {"p_value", "only_first", "only_second"} <= set(
             evaluated["paired"][f"{better} vs base model"]
         )
+    # each adapter paired with its own cold start: did GRPO add to SFT?
+    for name in ("date_time_recovery", "permission_error_recovery"):
+        assert "p_holm" in evaluated["paired"][f"single: {name} vs SFT only: {name}"]
+        sft = finished / "train" / "adapters" / name / "sft_only" / "trace.json"
+        assert json.loads(sft.read_text())["training"]["iterations"] == 0
+    assert "multi-capability GRPO vs multi-capability SFT only" in evaluated["paired"]
+    # the prompted base saw the capabilities in its system prompt; the base did not
+    assert f"prompted base vs {evaluated['best_single']}" in evaluated["paired"]
+    prompted = [
+        json.loads(line)
+        for line in (finished / "evaluate" / "trajectories" / "prompted_base.jsonl")
+        .read_text()
+        .splitlines()
+    ]
+    base = (finished / "evaluate" / "trajectories" / "base_model.jsonl").read_text()
+    assert len(prompted) == 6 and HEADING not in base
+    assert all(HEADING in r["messages"][0]["content"] for r in prompted)
     collected = (finished / "collect" / "trajectories.jsonl").read_text().splitlines()
     assert len(collected) == 12
     record = json.loads(collected[0])
@@ -977,5 +997,92 @@ def test_the_mixture_baseline_can_be_left_out(finished: Path, tmp_path: Path) ->
     config.baselines.mixture = False
     context = Context(config, RunFolder(finished), TINY)
     result = baselines.run(context, tmp_path)
-    assert result == {"mixture": None, "why": "not trained (baselines.mixture: false)"}
+    assert result == {
+        "mixture": None,
+        "why": "not trained (baselines.mixture: false)",
+        "untargeted": {},
+    }
     assert not any(tmp_path.iterdir())
+
+
+def test_the_probe_and_the_text_router_are_fitted_on_the_same_examples(
+    finished: Path, tmp_path: Path
+) -> None:
+    """A random model solves no task, so the tiny run fits neither; with two of its
+    analysis-split runs marked solved (base examples), route fits both."""
+    from trace_pipeline.config import load_config
+    from trace_pipeline.context import Context
+    from trace_pipeline.stages import route
+    from trace_pipeline.store import RunFolder
+
+    run = tmp_path / "run"
+    shutil.copytree(finished, run, symlinks=True)
+    collected = run / "collect" / "trajectories.jsonl"
+    rows = [json.loads(line) for line in collected.read_text().splitlines()]
+    for row in rows[:2]:
+        row["success"] = True
+    collected.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    context = Context(load_config(TINY), RunFolder(run), TINY)
+    folder = tmp_path / "adapters"
+    shutil.copytree(run / "route" / "adapters", folder)
+    fitted = route._fit_routers(context, folder)
+    assert fitted["probe"]["examples"] == fitted["text"]["examples"]
+    assert fitted["text"]["examples"]["base"] == 2
+    router = route.load_router(context, folder).router
+    assert router.modes() == ["argmax", "top-p", "probe", "text"]
+    opening = route.opening(rows[0]["messages"])
+    assert set(router.routes(router.scorer.score(opening), opening)) == set(
+        router.modes()
+    )
+
+
+def test_an_untargeted_control_is_trained_with_a_targeted_budget_and_played(
+    finished: Path, tmp_path: Path
+) -> None:
+    """baselines.untargeted: an archetype of the target's kit the analysis did not
+    retain is built and trained as the train stage trains one; evaluate plays it
+    beside the adapters (never routed to), and each adapter's cold start alone."""
+    from trace_pipeline.config import load_config
+    from trace_pipeline.context import Context
+    from trace_pipeline.stages import baselines, evaluate
+    from trace_pipeline.store import RunFolder
+
+    run = tmp_path / "run"
+    shutil.copytree(finished, run, symlinks=True)
+    config = load_config(TINY)
+    config.baselines.untargeted = ["tool_calling_precision"]
+    context = Context(config, RunFolder(run), TINY)
+    out = tmp_path / "baselines"
+    result = baselines.untargeted(context, out)
+    trained = result["tool_calling_precision"]
+    assert trained["iterations"] == config.train.iterations
+    adapter = out / "untargeted" / "tool_calling_precision"
+    trace = json.loads((adapter / "trace.json").read_text())
+    assert trace["capability"] == "tool_calling_precision"
+    assert (adapter / "sft_only" / "adapter_model.safetensors").is_file()
+    # the same package again: its job is the finished one, not trained twice
+    assert "reusing the finished job" in _said(baselines.untargeted, context, tmp_path)
+    shutil.copytree(out / "untargeted", run / "baselines" / "untargeted")
+    bank, _, _, played = evaluate.routed_model(context)
+    assert played["untargeted: tool_calling_precision"] in bank.baselines
+    assert "tool_calling_precision" not in bank.capabilities.names
+    assert {"SFT only: date_time_recovery", "multi-capability SFT only"} <= set(played)
+
+
+def _said(work, context, tmp_path: Path) -> str:
+    """What `work(context, a new folder)` said."""
+    said: list[str] = []
+    context.say = said.append
+    work(context, tmp_path / "again")
+    return "\n".join(said)
+
+
+def test_a_capability_is_either_included_or_an_untargeted_control() -> None:
+    from pydantic import ValidationError
+
+    from trace_pipeline.config import load_config
+
+    data = load_config(TINY).model_dump()
+    data["baselines"]["untargeted"] = ["date_time_recovery"]
+    with pytest.raises(ValidationError, match="either trained as a capability"):
+        type(load_config(TINY)).model_validate(data)

@@ -15,6 +15,7 @@ from trainer import grpo
 from trainer.cli import main
 from trainer.config import TrainConfig
 from trainer.envs import resolve_env
+from trainer.export import SFT_ONLY
 from trainer.generation import TransformersGenerator
 from trainer.models import load_base, with_lora
 from trainer.run import open_run
@@ -62,7 +63,8 @@ def test_two_iterations_on_a_generated_package(
     tiny_model_dir, tmp_path, capsys
 ) -> None:
     out = tmp_path / "adapters" / "date_time_recovery"
-    code = main(train_command(tiny_model_dir, out, 2))
+    cold = ["--cold-start", "2", "--cold-start-epochs", "1"]
+    code = main([*train_command(tiny_model_dir, out, 2), *cold])
     assert code == 0
     assert {
         "adapter_config.json",
@@ -99,6 +101,11 @@ def test_two_iterations_on_a_generated_package(
 
     base, _ = load_base(str(tiny_model_dir))
     assert isinstance(PeftModel.from_pretrained(base, out), PeftModel)
+    # the cold start alone, an adapter of its own: the SFT-only control
+    sft = json.loads((out / SFT_ONLY / "trace.json").read_text())
+    assert sft["capability"] == "date_time_recovery"
+    assert sft["training"]["iterations"] == 0 and folder_problems(out / SFT_ONLY) == []
+    assert isinstance(PeftModel.from_pretrained(base, out / SFT_ONLY), PeftModel)
 
 
 def _run(model_dir, out, iterations, resume=False, on_iteration=None, seed=3, warmup=3):

@@ -62,10 +62,12 @@ STAGES = (
     ),
     Stage(
         "baselines",
-        (*MODEL, "train", "rollout", "baselines"),
-        ("generate",),
+        # the untargeted controls' packages are built here, as generate builds
+        (*MODEL, "train", "rollout", "baselines", "generate"),
+        ("analyze", "generate"),
         baselines.run,
-        jobs=("mixture",),
+        plays_target=True,
+        jobs=("mixture", "untargeted"),
     ),
     Stage(
         "route",
@@ -75,7 +77,15 @@ STAGES = (
     ),
     Stage(
         "evaluate",
-        (*MODEL, "target.heldout_episodes", "rollout", "route", "protocol.split"),
+        (
+            *MODEL,
+            "target.heldout_episodes",
+            "rollout",
+            "route",
+            "protocol.split",
+            "baselines.sft_only",
+            "baselines.prompted",
+        ),  # fmt: skip
         ("route", "baselines"),
         evaluate.run,
         plays_target=True,

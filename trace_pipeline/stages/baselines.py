@@ -1,10 +1,14 @@
-"""baselines: one adapter trained on a uniform mixture of all the capability environments.
+"""baselines: the adapters trained only to be compared with the targeted ones.
 
-The paper's multi-capability baseline (Table 3): the same trainer, `--env`
-given once per capability, with as many optimizer steps as all single adapters
+The paper's multi-capability baseline (Table 3): one adapter on a uniform
+mixture of all the capability environments, the same trainer with `--env`
+given once per capability and as many optimizer steps as all single adapters
 together (iterations and cold-start demonstrations times the number of
-capabilities). The merges (uniform, TIES) need no training: `evaluate` builds
-them from the single adapters.
+capabilities). The untargeted controls (`baselines.untargeted`): one adapter
+per package of a capability the analysis did not retain, each with a targeted
+adapter's budget, which tells targeting apart from more training on this kit.
+The merges (uniform, TIES) need no training: `evaluate` builds them from the
+single adapters.
 """
 
 from __future__ import annotations
@@ -15,13 +19,14 @@ from typing import Any
 
 from trace_pipeline.context import Context
 from trace_pipeline.executors import Job, run_jobs
+from trace_pipeline.stages.generate import build, included_spec, target_prompt
 from trace_pipeline.stages.train import (
     generated_envs,
     train_adapter,
     train_config,
     trained_inputs,
 )
-from trace_pipeline.store import read_output
+from trace_pipeline.store import contents, digest, read_output
 
 
 def mixture_job(context: Context, folder: Path, envs: list[str]) -> None:
@@ -35,6 +40,62 @@ def mixture_job(context: Context, folder: Path, envs: list[str]) -> None:
 
 
 def run(context: Context, out: Path) -> dict[str, Any]:
+    """The mixture adapter (when configured and there are two packages or more) and
+    each untargeted control."""
+    return mixture(context, out) | {"untargeted": untargeted(context, out)}
+
+
+def untargeted(context: Context, out: Path) -> dict[str, Any]:
+    """One adapter per untargeted control (`baselines.untargeted`): its package built
+    as generate builds one (into out/packages), then trained with a targeted
+    adapter's budget (the train stage's job) into out/untargeted/<name>; what GRPO
+    did for each, and why a control was not trained."""
+    names = context.config.baselines.untargeted
+    if not names:
+        return {}
+    analysis = context.folder.manifest("analyze") or {}
+    retained = analysis.get("result", {}).get("retained", [])
+    context.say(f"baselines: untargeted controls on {', '.join(names)}")
+    prompt, built, result = target_prompt(context), {}, {}
+    for name in names:
+        if name in retained:
+            result[name] = {"why": "retained by the analysis: targeted, not a control"}
+            continue
+        spec = included_spec(
+            name, context.config.target.kit, out / "specs", "baselines.untargeted"
+        )
+        package, why = build(context, spec, prompt, out / "packages")
+        if package is None:
+            result[name] = {"why": why}
+        else:
+            built[name] = str(out / "packages" / package)
+    # A job's key holds what trains it: the package's files, not the folder it is in.
+    jobs = [
+        Job(
+            "untargeted",
+            {
+                "env": name,
+                "files": digest(contents(Path(package))),
+                **trained_inputs(context),
+            },
+            "trace_pipeline.stages.train:train_job",
+            {"env": package},
+            resumable=True,
+        )  # fmt: skip
+        for name, package in built.items()
+    ]
+    for name, done in zip(built, run_jobs(context, jobs), strict=True):
+        shutil.copytree(
+            done.folder / "adapter",
+            out / "untargeted" / name,
+            ignore=shutil.ignore_patterns("checkpoint"),
+        )
+        summary = read_output(done.folder / "summary.json")
+        result[name] = {"ran_on": done.host, "tries": done.record(), **summary}
+    return result
+
+
+def mixture(context: Context, out: Path) -> dict[str, Any]:
     """The mixture adapter, when configured and there are two packages or more."""
     envs = generated_envs(context)
     if len(envs) < 2:

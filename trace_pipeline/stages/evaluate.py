@@ -3,20 +3,27 @@
 Conditions (Table 3 of the paper): the base model, each single adapter, the
 uniform and TIES merges, one adapter trained on the mixture of the
 environments, routed argmax / top-p / probe, and the oracle (each task's true
-need); and a mode the paper has not: argmax routing taken again whenever a
-tool call is refused (the error shows a need the request could not), from the
-first-turn route or, with `route.reroute_from: base`, from the base model. Every
-condition plays the same held-out tasks greedily, so each pair of conditions is
-compared with the exact McNemar test on the same seeds.
+need). The controls that tell what training added: each trained adapter's
+SFT-only snapshot (its cold start alone: did GRPO add to SFT?), each untargeted
+adapter (a capability the analysis did not retain, with a targeted adapter's
+budget: targeting, or more training on this kit?), the prompted base (no
+adapter, the capabilities described in the system prompt: does training beat
+telling?) and the text router (the request's words alone: does reading it
+through the model help routing?). And a mode the paper has not: argmax routing
+taken again whenever a tool call is refused (the error shows a need the
+request could not), from the first-turn route or, with `route.reroute_from:
+base`, from the base model. Every condition plays the same held-out tasks
+greedily, so each pair of conditions is compared with the exact McNemar test
+on the same seeds (Holm over the report's family).
 
 Each model configuration a condition needs (the base model, an adapter, a
 merge, a top-p mix) plays each task it is used on once; a routed condition's
 outcome on a task is its configuration's outcome there. Configurations share
-one batch, each row under its own (`AdapterBank.configure_rows`), in three
-jobs: the base model (which depends on neither adapters nor router: a
-retrain reuses it), the configurations played on every task (adapters, merges:
-a routing change reuses them), and the top-p mixes; re-routing is a fourth.
-Each job keeps its transcripts (`episodes.json`, each row naming its
+one batch, each row under its own (`AdapterBank.configure_rows`), in jobs: the
+base model (which depends on neither adapters nor router: a retrain reuses
+it), the configurations played on every task (adapters, merges: a routing
+change reuses them), the top-p mixes, the prompted base, and re-routing. Each
+job keeps its transcripts (`episodes.json`, each row naming its
 configuration).
 """
 
@@ -38,6 +45,8 @@ from trace_pipeline.stages import collect
 from trace_pipeline.store import digest, read_output
 
 REROUTE_MODE = "argmax"
+PROMPTED = "prompted base"  # the condition, and its configuration's key
+UNTARGETED = "untargeted: "  # before the capability's name, the condition's
 
 
 def truth(context: Context, seed: int, names: list[str]) -> str:
@@ -61,6 +70,22 @@ def tasks(context: Context, names: list[str]) -> list[Any]:
     ]
 
 
+def sft_only(context: Context, mixture: Path) -> dict[str, tuple[str, Path]]:
+    """The SFT-only control of each trained adapter that kept one (its cold start,
+    `trainer.export.SFT_ONLY`): condition -> (adapter name in the bank, folder)."""
+    from trainer.export import SFT_ONLY
+
+    adapters = context.folder.stage("route") / "adapters"
+    found = {
+        f"SFT only: {folder.name}": (f"sft_only_{folder.name}", folder / SFT_ONLY)
+        for folder in sorted(adapters.iterdir())
+        if (folder / SFT_ONLY).is_dir()
+    }
+    if (mixture / SFT_ONLY).is_dir():
+        found["multi-capability SFT only"] = ("sft_only_mixture", mixture / SFT_ONLY)
+    return found
+
+
 def routed_model(context: Context) -> tuple[Any, Any, Any, dict[str, str]]:
     """(adapter bank, tokenizer, router, baselines) of this run, loaded once per
     process; baselines maps a condition to a loaded adapter played everywhere."""
@@ -77,6 +102,14 @@ def routed_model(context: Context) -> tuple[Any, Any, Any, dict[str, str]]:
         if mixture.is_dir():
             bank.add_baseline("mixture", mixture)
             baselines["multi-capability GRPO"] = "mixture"
+        controls = context.folder.stage("baselines") / "untargeted"
+        for folder in sorted(controls.iterdir()) if controls.is_dir() else []:
+            bank.add_baseline(f"untargeted_{folder.name}", folder)
+            baselines[f"{UNTARGETED}{folder.name}"] = f"untargeted_{folder.name}"
+        if context.config.baselines.sft_only:
+            for condition, (name, folder) in sft_only(context, mixture).items():
+                bank.add_baseline(name, folder)
+                baselines[condition] = name
         context.loaded["evaluate"] = (bank, tokenizer, router, baselines)
     return context.loaded["evaluate"]
 
@@ -90,9 +123,21 @@ def held_out(context: Context) -> dict[int, Any]:
     return context.loaded["held-out"]
 
 
-def _selected(context: Context, seeds: list[int]) -> list[Any]:
-    chosen = held_out(context)
-    return [chosen[seed] for seed in seeds]
+def _selected(
+    context: Context, seeds: list[int], prompt: str | None = None
+) -> list[Any]:
+    """The held-out tasks of `seeds`; with `prompt`, each opening with it appended to
+    the system prompt (the prompted-base control)."""
+    from router.prompted import prompted
+    from router.routed import Task, first_observation
+
+    chosen = [held_out(context)[seed] for seed in seeds]
+    if prompt is None:
+        return chosen
+    handle = prompted(context.target(), prompt)
+    return [
+        Task(handle, t.seed, t.truth, first_observation(handle, t.seed)) for t in chosen
+    ]
 
 
 @contextlib.contextmanager
@@ -110,14 +155,20 @@ def _rows(context: Context) -> Iterator[tuple[Any, Any, Any, Any]]:
         bank.configure_rows(None)
 
 
-def play_job(context: Context, folder: Path, plays: list[dict[str, Any]]) -> None:
+def play_job(
+    context: Context,
+    folder: Path,
+    plays: list[dict[str, Any]],
+    prompt: str | None = None,
+) -> None:
     """Configurations on held-out tasks, in one batch (a job): each of `plays` is a
-    configuration's route key, weights, and the seeds it plays."""
+    configuration's route key, weights, and the seeds it plays; `prompt` is added to
+    every task's system prompt."""
     from router.routed import play
 
     keys = [p["key"] for p in plays for _ in p["seeds"]]
     weights = [p["weights"] for p in plays for _ in p["seeds"]]
-    chosen = _selected(context, [seed for p in plays for seed in p["seeds"]])
+    chosen = _selected(context, [seed for p in plays for seed in p["seeds"]], prompt)
     with _rows(context) as (bank, tokenizer, _, generator):
         episodes = play(
             bank.activate_weights,
@@ -186,6 +237,17 @@ def paired(report: dict[str, Any], first: str, second: str) -> dict[str, Any]:
     )
 
 
+def controls(baselines: dict[str, str]) -> list[tuple[str, str]]:
+    """(SFT-only condition, the trained condition it is the cold start of)."""
+    pairs = []
+    for condition in baselines:
+        if condition == "multi-capability SFT only":
+            pairs.append((condition, "multi-capability GRPO"))
+        elif condition.startswith("SFT only: "):
+            pairs.append((condition, f"single: {condition.removeprefix('SFT only: ')}"))
+    return pairs
+
+
 def _played(done: Any) -> list[dict[str, Any]]:
     """The episodes a finished job wrote."""
     return read_output(done.folder / "episodes.json")
@@ -214,6 +276,7 @@ def trajectory_records(
 def run(context: Context, out: Path) -> dict[str, Any]:
     """Every configuration on the held-out split, greedily, and the paired tests."""
     from router.evaluate import (
+        add_condition,
         add_rerouting,
         assemble,
         markdown,
@@ -222,6 +285,7 @@ def run(context: Context, out: Path) -> dict[str, Any]:
     )
     from router.plots import plot_confusion, plot_success
     from router.prompt import BASE
+    from router.prompted import guidance
     from trainer.evaluation import with_holm
     from trainer.models import mixed_precision
 
@@ -270,6 +334,19 @@ def run(context: Context, out: Path) -> dict[str, Any]:
             jobs.append(
                 Job("evaluate", arguments | depends, f"{__name__}:play_job", arguments)
             )
+    if context.config.baselines.prompted:
+        arguments = {
+            "plays": [{"key": PROMPTED, "weights": {}, "seeds": seeds}],
+            "prompt": guidance(bank.capabilities),
+        }
+        jobs.append(  # no adapter: like the base model's, its episodes outlive a retrain
+            Job(
+                "evaluate",
+                arguments | {"config": inputs["config"]},
+                f"{__name__}:play_job",
+                arguments,
+            )
+        )
     from_base = context.config.route.reroute_from == "base"
     first = [
         {"mode": "base", "target": BASE, "adapters": {}}
@@ -293,8 +370,9 @@ def run(context: Context, out: Path) -> dict[str, Any]:
     )
     context.say(
         f"evaluate: {len(chosen)} held-out tasks, {len(names)} adapters; "
-        f"{len(plan.configurations)} configurations in {len(jobs) - 1} jobs, and "
-        "re-routing"
+        f"{len(plan.configurations)} configurations"
+        + (" and the prompted base" if context.config.baselines.prompted else "")
+        + f" in {len(jobs) - 1} jobs, and re-routing"
     )
     *played, rerouted = run_jobs(context, jobs)
     episodes: dict[str, dict[int, dict[str, Any]]] = {}  # transcripts by key, seed
@@ -309,6 +387,18 @@ def run(context: Context, out: Path) -> dict[str, Any]:
         for key, rows in episodes.items()
     }
     report = assemble(plan, outcomes, prompt_labels(router))
+    per_condition = {
+        name: [episodes[key][seeds[i]] for i, key in enumerate(used)]
+        for name, used in plan.conditions.items()
+    }
+    if PROMPTED in episodes:
+        per_condition[PROMPTED] = [episodes[PROMPTED][s] for s in seeds]
+        add_condition(
+            report,
+            PROMPTED,
+            [(r["success"], r["reward"]) for r in per_condition[PROMPTED]],
+            ("base model", report["best_single"]),
+        )
     rows = {r["seed"]: r for r in _played(rerouted)}
     rerouted_name = add_rerouting(
         report,
@@ -318,20 +408,26 @@ def run(context: Context, out: Path) -> dict[str, Any]:
         REROUTE_MODE,
         from_base,
     )
+    sft = dict(controls(baselines))
+    untargeted = [b for b in baselines if b.startswith(UNTARGETED)]
     for mode in report["routing"]:
         routed = f"routed: {mode}"
-        for other in ("base model", "uniform merge", *baselines):
+        others = [b for b in baselines if b not in sft and b not in untargeted]
+        for other in ("base model", "uniform merge", *others):
             report["paired"][f"{routed} vs {other}"] = paired(report, routed, other)
+    for control in untargeted:  # targeting, or more training on this kit?
+        for other in (report["best_single"], "base model"):
+            report["paired"][f"{other} vs {control}"] = paired(report, other, control)
+    for condition, trained in sft.items():  # did GRPO add to its cold start?
+        report["paired"][f"{trained} vs {condition}"] = paired(
+            report, trained, condition
+        )
     for better in (report["best_single"], "oracle"):  # did the adapters help at all?
         report["paired"][f"{better} vs base model"] = paired(
             report, better, "base model"
         )
     report["paired"] = with_holm(report["paired"])
     report["transcripts"] = {**folders, "re-routed on errors": rerouted.folder.name}
-    per_condition = {
-        name: [episodes[key][seeds[i]] for i, key in enumerate(used)]
-        for name, used in plan.conditions.items()
-    }
     per_condition[rerouted_name] = [rows[s] for s in seeds]
     report["trajectories"] = trajectory_records(context, per_condition, out)
     write_json(out / "report.json", report)

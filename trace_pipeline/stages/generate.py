@@ -74,17 +74,18 @@ def narrowed(spec: Path, prompt: Prompt | None, folder: Path) -> Path:
     return folder / spec.name
 
 
-def included_spec(name: str, kit: str, folder: Path) -> Path:
+def included_spec(name: str, kit: str, folder: Path, setting: str) -> Path:
     """The spec of archetype `name` on `kit` with its default knobs and no evidence:
-    a capability `generate.include` asks for whatever the analysis found."""
+    a capability `setting` (generate.include, baselines.untargeted) asks for
+    whatever the analysis found."""
     from factory.archetypes import archetypes
     from factory.spec import CapabilitySpec
 
     archetype = archetypes()[name]
     if kit not in archetype.kits:
         raise PipelineError(
-            f"generate.include: {name} has no task module for the target's kit {kit} "
-            f"(it has {', '.join(archetype.kits)}); drop it from generate.include"
+            f"{setting}: {name} has no task module for the target's kit {kit} "
+            f"(it has {', '.join(archetype.kits)}); drop it from {setting}"
         )
     spec = CapabilitySpec(
         name=name,
@@ -98,12 +99,37 @@ def included_spec(name: str, kit: str, folder: Path) -> Path:
     return folder / f"{name}.json"
 
 
-def run(context: Context, out: Path) -> dict[str, Any]:
-    """A verified package for each retained capability a backend can build, and for
-    each archetype `generate.include` names."""
+def build(
+    context: Context, source: Path, prompt: Prompt | None, out: Path
+) -> tuple[str | None, str]:
+    """The verified package of spec `source` showing `prompt`, built in `out/envs`:
+    (its folder relative to `out`, "") or (None, why no backend could build it)."""
     from factory.errors import FactoryError
     from factory.generate.build import Codegen, generate
 
+    name = source.stem
+    spec = narrowed(source, prompt, out / "specs")
+    try:
+        package, report = generate(
+            spec,
+            out / "envs",
+            validate=True,
+            seeds=context.config.generate.validation_seeds,
+            codegen=Codegen(backend=context.config.generate.backend),
+        )
+    except FactoryError as exc:
+        why = str(exc).splitlines()[0][:300]
+        context.say(f"generate: {name} skipped ({why})")
+        return None, why
+    if report is not None and not report.tests_passed:
+        return None, f"its property suite failed: {report.tests_summary[:200]}"
+    context.say(f"generate: {name} -> {package}")
+    return str(package.resolve().relative_to(out.resolve())), ""
+
+
+def run(context: Context, out: Path) -> dict[str, Any]:
+    """A verified package for each retained capability a backend can build, and for
+    each archetype `generate.include` names."""
     analysis = context.folder.manifest("analyze") or {}
     specs = analysis.get("result", {}).get("specs", {})
     retained = analysis.get("result", {}).get("retained", [])
@@ -116,7 +142,9 @@ def run(context: Context, out: Path) -> dict[str, Any]:
             "archetypes in generate.include to train them anyway"
         )
     prompt = target_prompt(context)
-    built, skipped = {}, {}
+    kit = context.config.target.kit
+    built: dict[str, str] = {}
+    skipped: dict[str, str] = {}
     for name in [*retained, *include]:
         if name in retained and len(built) == context.config.generate.max_packages:
             skipped[name] = f"generate.max_packages ({len(built)}) already built"
@@ -124,26 +152,13 @@ def run(context: Context, out: Path) -> dict[str, Any]:
         source = (
             context.folder.stage("analyze") / specs[name]
             if name in retained
-            else included_spec(name, context.config.target.kit, out / "included")
+            else included_spec(name, kit, out / "included", "generate.include")
         )
-        spec = narrowed(source, prompt, out / "specs")
-        try:
-            package, report = generate(
-                spec,
-                out / "envs",
-                validate=True,
-                seeds=context.config.generate.validation_seeds,
-                codegen=Codegen(backend=context.config.generate.backend),
-            )
-        except FactoryError as exc:
-            skipped[name] = str(exc).splitlines()[0][:300]
-            context.say(f"generate: {name} skipped ({skipped[name]})")
-            continue
-        if report is not None and not report.tests_passed:
-            skipped[name] = f"its property suite failed: {report.tests_summary[:200]}"
-            continue
-        built[name] = str(package.resolve().relative_to(out.resolve()))
-        context.say(f"generate: {name} -> {package}")
+        package, why = build(context, source, prompt, out)
+        if package is None:
+            skipped[name] = why
+        else:
+            built[name] = package
     if skipped and not built:  # nothing to train: kept as done, a rerun would skip it
         reasons = "; ".join(f"{name}: {why}" for name, why in skipped.items())
         raise PipelineError(

@@ -50,6 +50,35 @@ def grpo_steps(row: dict[str, Any]) -> str:
     return str(steps) if steps else "none (cold start only)"
 
 
+def stepless(
+    condition: str, adapters: dict[str, Any], baselines: dict[str, Any]
+) -> str:
+    """Said after a trained condition whose GRPO took no optimizer step (it is its
+    cold start alone, whatever its name says): " (no GRPO step)", else ""."""
+    kind, _, name = condition.partition(": ")
+    if kind == "single":
+        row = adapters.get(name, {})
+    elif kind == "untargeted":
+        row = baselines.get("untargeted", {}).get(name, {})
+    else:
+        row = baselines if condition == "multi-capability GRPO" else {}
+    return " (no GRPO step)" if row.get("optimizer_steps") == 0 else ""
+
+
+def training_row(name: str, row: dict[str, Any], before: str, after: str) -> list[str]:
+    """An adapter's row of the training table: GRPO's iterations, steps and dropped
+    groups, then its own-environment success before and after."""
+    dropped = row.get("dropped_groups")
+    return [
+        name,
+        str(row["iterations"]),
+        grpo_steps(row),
+        "-" if dropped is None else f"{dropped:.2f}",
+        before,
+        after,
+    ]
+
+
 def own_rate(row: dict[str, Any] | None) -> str:
     """`rate [low, high] (k/n)` of an own-environment result, "-" when there is none."""
     if not row:
@@ -133,6 +162,11 @@ def sections(context: Context) -> list[Section]:
             "Each adapter on its own environment (greedy, evaluation seeds)",
             [f"Not built: {k} ({v})" for k, v in generated.get("skipped", {}).items()]
             + [
+                f"Untargeted control not trained: {k} ({v['why']})"
+                for k, v in result["baselines"].get("untargeted", {}).items()
+                if "why" in v
+            ]
+            + [
                 "GRPO steps: optimizer steps GRPO took after the cold start (none: "
                 "the adapter is its cold start alone); dropped: the share of groups "
                 "whose episodes all scored the same, which give GRPO nothing to learn."
@@ -146,17 +180,13 @@ def sections(context: Context) -> list[Section]:
                 "after training",
             ],
             [
-                [
-                    name,
-                    str(row["iterations"]),
-                    grpo_steps(row),
-                    "-"
-                    if row.get("dropped_groups") is None
-                    else f"{row['dropped_groups']:.2f}",
-                    own_rate(row["before"]),
-                    own_rate(row["after"]),
-                ]
+                training_row(name, row, own_rate(row["before"]), own_rate(row["after"]))
                 for name, row in adapters.items()
+            ]
+            + [
+                training_row(f"untargeted: {name}", row, "-", "-")
+                for name, row in result["baselines"].get("untargeted", {}).items()
+                if "why" not in row
             ],
         )
     )
@@ -173,7 +203,13 @@ def sections(context: Context) -> list[Section]:
                     else []
                 ),
                 ["condition", "success [95% CI] (k/n)"],
-                [[name, interval(row)] for name, row in report["success"].items()],
+                [
+                    [
+                        name + stepless(name, adapters, result["baselines"]),
+                        interval(row),
+                    ]
+                    for name, row in report["success"].items()
+                ],
                 ["success.png"],
             )
         )

@@ -1,4 +1,4 @@
-"""route: the adapters folder the router serves, and (optionally) its fitted probe.
+"""route: the adapters folder the router serves, and (optionally) its fitted probe and text router.
 
 The router's labels come from each adapter's `trace.json` (name, description,
 one successful trajectory). The probe is fitted (`route.probe_data`) on the
@@ -6,7 +6,9 @@ target's analysis split as the analysis labelled it (`analysis`, the default:
 one request surface), or on tasks of the capability packages (label: that
 capability) and analysis-split target tasks the base agent solved (label: base)
 (`packages`: two surfaces, so it can learn which wrote a request); the target's
-true needs are never used.
+true needs are never used. The text router (a bag-of-words classifier of the
+request, `router.text`) is fitted on the same examples: the control that tells
+whether reading the request through the model adds anything to its words.
 """
 
 from __future__ import annotations
@@ -127,10 +129,12 @@ def package_examples(
     return examples + [(first_observation(target, seed), BASE) for seed in solved]
 
 
-def _fit_probe(context: Context, folder: Path) -> dict[str, Any]:
+def _fit_routers(context: Context, folder: Path) -> dict[str, Any]:
+    """The probe and the text router, fitted on the same labelled examples."""
     import numpy as np
 
     from router.probe import fit_probe, save_probe
+    from router.text import fit_text, save_text
 
     route = context.config.route
     loaded = load_router(context, folder)
@@ -141,10 +145,8 @@ def _fit_probe(context: Context, folder: Path) -> dict[str, Any]:
         examples = package_examples(context, loaded, route.probe_examples)
     missing = sorted(set(prompt.targets) - {label for _, label in examples})
     if missing:
-        return {
-            "probe": f"not fitted: no {route.probe_data} example is labelled "
-            f"{', '.join(missing)}"
-        }
+        why = f"not fitted: no {route.probe_data} example is labelled {', '.join(missing)}"
+        return {"probe": why, "text": why}
     features = np.stack(
         [loaded.router.scorer.score(m).features.numpy() for m, _ in examples]
     ).astype(np.float64)
@@ -156,18 +158,22 @@ def _fit_probe(context: Context, folder: Path) -> dict[str, Any]:
         loaded.bank.capabilities.base_model,
     )
     save_probe(probe, folder, force=True)
+    text = fit_text(examples, prompt.targets)
+    save_text(text, folder, force=True)
     counts = {t: sum(label == t for _, label in examples) for t in prompt.targets}
     return {
-        "probe": {
+        name: {
             "data": route.probe_data,
             "examples": counts,
-            "train_accuracy": probe.train_accuracy,
+            "train_accuracy": fitted.train_accuracy,
         }
+        for name, fitted in (("probe", probe), ("text", text.linear))
     }
 
 
 def run(context: Context, out: Path) -> dict[str, Any]:
-    """The adapters folder the router serves, with its probe when one is asked for."""
+    """The adapters folder the router serves, with its probe and text router when
+    asked for."""
     trained = context.folder.stage("train") / "adapters"
     if not trained.is_dir() or not any(trained.iterdir()):
         context.say(
@@ -177,5 +183,5 @@ def run(context: Context, out: Path) -> dict[str, Any]:
     shutil.copytree(trained, out / "adapters")
     result: dict[str, Any] = {"adapters": sorted(p.name for p in trained.iterdir())}
     if context.config.route.probe_examples and context.config.target.playable:
-        result |= _fit_probe(context, out / "adapters")
+        result |= _fit_routers(context, out / "adapters")
     return result
