@@ -119,14 +119,17 @@ def play(
     limits: RolloutLimits,
     tool_format: str,
     progress: str | None = None,
+    one_at_a_time: bool = False,
 ) -> list[Episode]:
     """One episode per task, task i played with configuration `weights[i]` held throughout.
 
     A generator with `configure` (`AdapterBank.generator`) decodes all tasks in
     one batch, whatever their environments, each row under its task's
     configuration. Any other plays one batch per configuration, made live by
-    `activate(weights)` (`AdapterBank.activate_weights`, or the vLLM generator's
-    LoRARequest). `progress` names a bar of finished episodes (per batch).
+    `activate(weights)` (`AdapterBank.activate_weights`, the vLLM generator's
+    LoRARequest, llama.cpp's LoRA scales), or with `one_at_a_time` one episode
+    after another (llama.cpp: each turn reuses the KV cache of the turn before).
+    `progress` names a bar of finished episodes (per batch).
     """
     if getattr(generator, "configure", None) is not None:
         configs = [row_config(w) for w in weights]
@@ -145,17 +148,18 @@ def play(
     played: list[Episode | None] = [None] * len(tasks)
     for indices in batches.values():
         activate(weights[indices[0]])
-        episodes = _together(
-            [tasks[i] for i in indices],
-            lambda *_: None,
-            generator,
-            tokenizer,
-            limits,
-            tool_format,
-            progress,
-        )
-        for index, episode in zip(indices, episodes, strict=True):
-            played[index] = episode
+        for batch in [[i] for i in indices] if one_at_a_time else [indices]:
+            episodes = _together(
+                [tasks[i] for i in batch],
+                lambda *_: None,
+                generator,
+                tokenizer,
+                limits,
+                tool_format,
+                progress,
+            )
+            for index, episode in zip(batch, episodes, strict=True):
+                played[index] = episode
     return [e for e in played if e is not None]
 
 

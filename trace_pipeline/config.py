@@ -385,6 +385,13 @@ class PipelineConfig(Section):
         None, description="for base models: gemma, chatml or a jinja file"
     )
     precision: Precision = trainer_setting("precision", PRECISION)
+    backend: Backend = trainer_setting(
+        "backend",
+        BACKEND,
+        "what plays the agent on the target in collect and evaluate: transformers, "
+        "or llamacpp on the GGUF model file (llamacpp extra; the adapters converted "
+        "to GGUF LoRA; re-routing and training stay on transformers)",
+    )
     executor: Literal["local", "ray"] = Field(
         "local", description="where a stage's jobs run: this process, or a Ray cluster"
     )
@@ -397,6 +404,16 @@ class PipelineConfig(Section):
     baselines: Baselines = Field(default_factory=Baselines)
     route: Route = Field(default_factory=Route)
     protocol: Protocol = Field(default_factory=Protocol)
+
+    @field_validator("backend")
+    @classmethod
+    def _player(cls, value: str) -> str:
+        if value == "vllm":
+            raise ValueError(
+                "vllm samples GRPO's rollouts on GPU machines (train.backend); collect "
+                "and evaluate play on transformers or llamacpp"
+            )
+        return value
 
     @model_validator(mode="after")
     def _dev_split(self) -> PipelineConfig:

@@ -84,12 +84,34 @@ class Context:
             return self.config.model
         folder = self.folder.root / ".tiny-model"
         if not (folder / DONE).is_file():
-            from trainer.tiny import build_tiny_model
+            from trainer.tiny import build_tiny_model, write_tiny_gguf
 
             shutil.rmtree(folder, ignore_errors=True)
             build_tiny_model(folder)
+            write_tiny_gguf(folder)  # the same weights for `backend: llamacpp`
             (folder / DONE).write_text("", encoding="utf-8")
         return str(folder)
+
+    @property
+    def gguf_path(self) -> str:
+        """The base model's GGUF file, which llama.cpp plays (the tiny test model's is
+        written beside its weights)."""
+        from trainer.tiny import TINY_GGUF
+
+        if self.config.model != "tiny":
+            return self.config.model
+        return str(Path(self.model_path) / TINY_GGUF)
+
+    def llama(self) -> tuple[Any, Any]:
+        """llama.cpp on the base model's GGUF file, and the tokenizer, loaded once."""
+        if "llama" not in self.loaded:
+            from trainer.llamacpp import open_generator
+            from trainer.models import load_tokenizer
+
+            tokenizer = load_tokenizer(self.model_path, self.config.chat_template)
+            generator = open_generator(self.gguf_path, tokenizer)
+            self.loaded["llama"] = (generator, tokenizer)
+        return self.loaded["llama"]
 
     def base(self) -> tuple[Any, Any]:
         """The frozen base model and its tokenizer, loaded once."""

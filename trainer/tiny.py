@@ -112,6 +112,9 @@ def build_tiny_model(
     return folder
 
 
+TINY_GGUF = "tiny.gguf"  # the file `write_tiny_gguf` writes in the model's folder
+
+
 def write_tiny_gguf(folder: Path) -> Path:
     """The tiny Qwen2 model of `folder` (from `build_tiny_model`) as `folder/tiny.gguf`
     in float32, so llama.cpp runs the same weights and vocabulary as transformers:
@@ -125,7 +128,7 @@ def write_tiny_gguf(folder: Path) -> Path:
     tokenizer = AutoTokenizer.from_pretrained(folder)
     weights = load_file(str(folder / "model.safetensors"))
     names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.QWEN2, config.num_hidden_layers)
-    out = folder / "tiny.gguf"
+    out = folder / TINY_GGUF
     writer = gguf.GGUFWriter(str(out), "qwen2")
     writer.add_context_length(config.max_position_embeddings)
     writer.add_embedding_length(config.hidden_size)

@@ -546,6 +546,7 @@ def test_a_stage_or_job_edited_by_hand_is_done_again(tmp_path: Path) -> None:
             "train.temperature: nan is not a finite number",
         ),
         ("model: tiny\nroute: {top_p: -.inf}\n", "route.top_p: -inf is not a finite"),
+        ("model: tiny\nbackend: vllm\n", "collect and evaluate play on transformers"),
     ],
 )
 def test_a_bad_config_exits_2_naming_the_key(
@@ -1086,3 +1087,48 @@ def test_a_capability_is_either_included_or_an_untargeted_control() -> None:
     data["baselines"]["untargeted"] = ["date_time_recovery"]
     with pytest.raises(ValidationError, match="either trained as a capability"):
         type(load_config(TINY)).model_validate(data)
+
+
+def test_llamacpp_plays_collect_and_evaluate_with_the_adapters(
+    finished: Path, tmp_path: Path
+) -> None:
+    """`backend: llamacpp`: the tiny model's GGUF file plays collect and every
+    condition of evaluate but re-routing, each adapter converted to a GGUF LoRA and
+    applied at its weight (a mix: each at its share; the TIES merge saved first)."""
+    pytest.importorskip("llama_cpp")
+    from trace_pipeline.config import load_config
+    from trace_pipeline.context import Context
+    from trace_pipeline.stages import evaluate
+    from trace_pipeline.store import RunFolder
+
+    out = tmp_path / "run"
+    done = _trace("run", str(TINY), "--out", str(out), "--set", "backend=llamacpp")
+    assert done.returncode == 0, done.stderr[-3000:]
+    collected = json.loads((out / "collect" / "manifest.json").read_text())
+    assert collected["result"]["backend"] == "llamacpp"
+    report = json.loads((out / "evaluate" / "report.json").read_text())
+    assert report["backend"]["every other condition"] == "llamacpp"
+    assert {"base model", "TIES merge", "prompted base", "routed: top-p"} <= set(
+        report["success"]
+    )
+
+    class Recorder:
+        applied: list = []
+
+        def use_adapters(self, adapters) -> None:
+            self.applied.append([(path.suffix, scale) for path, scale in adapters])
+
+    config = load_config(TINY)
+    config.backend = "llamacpp"
+    context = Context(config, RunFolder(out), TINY)
+    evaluate.routed_model(context)
+    recorder = Recorder()
+    mix = {"date_time_recovery": 0.25, "permission_error_recovery": 0.75}
+    for weights in ({}, mix, {"ties": 1.0}):
+        evaluate.use_loras(context, recorder, tmp_path / "job", weights)
+    assert recorder.applied == [
+        [],
+        [(".gguf", 0.25), (".gguf", 0.75)],
+        [(".gguf", 1.0)],
+    ]
+    assert (tmp_path / "job" / "ties").is_dir()  # the merge the bank built, saved

@@ -45,7 +45,13 @@ class Stage:
 STAGES = (
     Stage(
         "collect",
-        (*MODEL, "target.analysis_episodes", "target.shard_episodes", "rollout"),
+        (
+            *MODEL,
+            "backend",
+            "target.analysis_episodes",
+            "target.shard_episodes",
+            "rollout",
+        ),  # fmt: skip
         (),
         collect.run,
         plays_target=True,
@@ -79,6 +85,7 @@ STAGES = (
         "evaluate",
         (
             *MODEL,
+            "backend",
             "target.heldout_episodes",
             "rollout",
             "route",

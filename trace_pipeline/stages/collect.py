@@ -112,11 +112,38 @@ def play_base(
         )
 
 
+def play_llama(context: Context, seeds: list[int]) -> list[Any]:
+    """One episode of the base model per seed, decoded by llama.cpp (`backend:
+    llamacpp`) one episode after another, so each turn reuses the KV cache of the
+    turn before it."""
+    from trainer.rollout import collect
+
+    generator, tokenizer = context.llama()
+    generator.use_adapters([])
+    return [
+        group
+        for seed in seeds
+        for group in collect(
+            context.target(),
+            generator,
+            tokenizer,
+            [seed],
+            1,
+            context.limits(),
+            context.config.rollout.tool_format,
+            "collect",
+        )  # fmt: skip
+    ]
+
+
 def shard_job(context: Context, folder: Path, seeds: list[int]) -> None:
     """The base agent on `seeds`, as trajectory records in `folder/records.jsonl`
     (a job: see `trace_pipeline.executors`)."""
-    model, tokenizer = context.base()
-    groups = play_base(context, model, tokenizer, seeds, context.config.precision)
+    if context.config.backend == "llamacpp":
+        groups = play_llama(context, seeds)
+    else:
+        model, tokenizer = context.base()
+        groups = play_base(context, model, tokenizer, seeds, context.config.precision)
     # A job kept with no records would be reused by the rerun after the fix.
     if not any(group[0].messages for group in groups):
         raise PipelineError(
@@ -132,7 +159,10 @@ def shard_job(context: Context, folder: Path, seeds: list[int]) -> None:
 def shard_inputs(context: Context, seeds: list[int]) -> dict[str, Any]:
     """What a shard's records depend on: the model, the target's tasks, the rollout."""
     config = context.config
-    return {"seeds": seeds, "config": config.section(*MODEL, *tasks(config), "rollout")}
+    return {
+        "seeds": seeds,
+        "config": config.section(*MODEL, "backend", *tasks(config), "rollout"),
+    }
 
 
 def imported(context: Context) -> list[dict[str, Any]]:
@@ -193,6 +223,7 @@ def run(context: Context, out: Path) -> dict[str, Any]:
         "episodes": len(records),
         "lost": wanted - len(records),
         "success": rates(records),
+        "backend": context.config.backend if playable else None,
     }
     write_json(out / "summary.json", summary)
     context.say(

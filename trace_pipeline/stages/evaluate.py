@@ -30,6 +30,7 @@ configuration).
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -94,23 +95,30 @@ def routed_model(context: Context) -> tuple[Any, Any, Any, dict[str, str]]:
 
         loaded = load_router(context, context.folder.stage("route") / "adapters")
         bank, tokenizer, router = loaded.bank, loaded.tokenizer, loaded.router
-        baselines = {}
+        baselines: dict[str, str] = {}
+        # each adapter's PEFT folder, which llama.cpp plays converted (the TIES
+        # merge has none until `lora_folder` saves it)
+        folders = {c.name: c.path for c in bank.capabilities.capabilities}
+
+        def add(condition: str, name: str, folder: Path | None = None) -> None:
+            bank.add_baseline(name, folder)
+            baselines[condition] = name
+            if folder is not None:
+                folders[name] = folder
+
         if len(bank.capabilities.names) >= 2:
-            bank.add_baseline("ties")
-            baselines["TIES merge"] = "ties"
+            add("TIES merge", "ties")
         mixture = context.folder.stage("baselines") / "mixture"
         if mixture.is_dir():
-            bank.add_baseline("mixture", mixture)
-            baselines["multi-capability GRPO"] = "mixture"
+            add("multi-capability GRPO", "mixture", mixture)
         controls = context.folder.stage("baselines") / "untargeted"
         for folder in sorted(controls.iterdir()) if controls.is_dir() else []:
-            bank.add_baseline(f"untargeted_{folder.name}", folder)
-            baselines[f"{UNTARGETED}{folder.name}"] = f"untargeted_{folder.name}"
+            add(f"{UNTARGETED}{folder.name}", f"untargeted_{folder.name}", folder)
         if context.config.baselines.sft_only:
             for condition, (name, folder) in sft_only(context, mixture).items():
-                bank.add_baseline(name, folder)
-                baselines[condition] = name
+                add(condition, name, folder)
         context.loaded["evaluate"] = (bank, tokenizer, router, baselines)
+        context.loaded["adapter folders"] = folders
     return context.loaded["evaluate"]
 
 
@@ -169,22 +177,58 @@ def play_job(
     keys = [p["key"] for p in plays for _ in p["seeds"]]
     weights = [p["weights"] for p in plays for _ in p["seeds"]]
     chosen = _selected(context, [seed for p in plays for seed in p["seeds"]], prompt)
-    with _rows(context) as (bank, tokenizer, _, generator):
+    if context.config.backend == "llamacpp":
+        generator, tokenizer = context.llama()
+        activate = functools.partial(use_loras, context, generator, folder)
         episodes = play(
-            bank.activate_weights,
+            activate,
             generator,
             tokenizer,
             chosen,
             weights,
             context.limits(),
-            bank.capabilities.tool_format(tokenizer),
+            routed_model(context)[0].capabilities.tool_format(tokenizer),
             progress="evaluate",
+            one_at_a_time=True,
         )
+    else:
+        with _rows(context) as (bank, tokenizer, _, generator):
+            episodes = play(
+                bank.activate_weights,
+                generator,
+                tokenizer,
+                chosen,
+                weights,
+                context.limits(),
+                bank.capabilities.tool_format(tokenizer),
+                progress="evaluate",
+            )
     rows = [
         transcript(e) | {"configuration": key}
         for e, key in zip(episodes, keys, strict=True)
     ]
     write_json(folder / "episodes.json", rows)
+
+
+def use_loras(
+    context: Context, generator: Any, folder: Path, weights: dict[str, float]
+) -> None:
+    """Make configuration `weights` live on llama.cpp: each adapter's GGUF LoRA
+    (converted from its PEFT folder, cached) at its weight as llama.cpp's scale,
+    which sums the scaled LoRA updates as the bank's mixes do; the TIES merge is
+    saved as a PEFT adapter first (in the job's `folder`)."""
+    from trainer.gguf_lora import lora_file
+
+    folders = context.loaded["adapter folders"]
+    for name in weights.keys() - folders.keys():  # a merge the bank built
+        folders[name] = routed_model(context)[0].export({name: 1.0}, folder / name)
+    model = Path(context.gguf_path)
+    generator.use_adapters(
+        [
+            (lora_file(Path(folders[name]), model), w)
+            for name, w in sorted(weights.items())
+        ]
+    )
 
 
 def rerouting_job(
@@ -222,7 +266,7 @@ def played_inputs(context: Context) -> dict[str, Any]:
             for name in ("train", "baselines")
         },
         "config": context.config.section(
-            *MODEL, *task_settings(context.config), "rollout"
+            *MODEL, "backend", *task_settings(context.config), "rollout"
         ),
     }
 
@@ -428,6 +472,10 @@ def run(context: Context, out: Path) -> dict[str, Any]:
         )
     report["paired"] = with_holm(report["paired"])
     report["transcripts"] = {**folders, "re-routed on errors": rerouted.folder.name}
+    report["backend"] = {  # what decoded the episodes
+        "re-routed on errors": "transformers",
+        "every other condition": context.config.backend,
+    }
     per_condition[rerouted_name] = [rows[s] for s in seeds]
     report["trajectories"] = trajectory_records(context, per_condition, out)
     write_json(out / "report.json", report)
