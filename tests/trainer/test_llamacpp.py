@@ -132,3 +132,30 @@ def test_an_adapter_of_an_unconverted_architecture_is_refused(tmp_path: Path) ->
         TrainerError, match="llama adapters are not converted|on a llama"
     ):
         convert(tmp_path, "llama", 2, tmp_path / "out.gguf")
+
+
+def test_llamacpp_scales_give_the_adapter_banks_mix(
+    tiny_gguf: Path, adapters: Path
+) -> None:
+    """A mix of two adapters played by `trace run`'s llama.cpp backend (each GGUF
+    LoRA at its weight as llama.cpp's scale) decodes what the adapter bank's mix
+    (peft's concatenated LoRA) decodes: a mix is the sum of the scaled updates."""
+    from router.adapters import AdapterBank
+    from trainer.gguf_lora import lora_file
+    from trainer.llamacpp import open_generator
+    from trainer.models import load_tokenizer
+
+    mix = {"date_time_recovery": 2.0, "permission_error_recovery": 3.0}
+    bank, tokenizer = AdapterBank.load(adapters, str(tiny_gguf.parent))
+    prompts = [tokenizer.encode(p) for p in PROMPTS]
+    played = {}
+    for name, weights in (("base", {}), ("mix", mix)):
+        bank.activate_weights(weights)
+        generator = TransformersGenerator(bank.model, tokenizer)
+        played[name] = [s.tokens for s in generator.generate(prompts, 12, 0.0)]
+    assert played["mix"] != played["base"]
+    llama = open_generator(str(tiny_gguf), load_tokenizer(str(tiny_gguf)))
+    llama.use_adapters(
+        [(lora_file(adapters / name, tiny_gguf), w) for name, w in mix.items()]
+    )
+    assert [s.tokens for s in llama.generate(prompts, 12, 0.0)] == played["mix"]
