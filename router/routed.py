@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from tqdm import tqdm
 
 from router.adapters import row_config
 from router.errors import RouterError
@@ -146,6 +147,14 @@ def play(
     for index, chosen in enumerate(weights):
         batches[Route("play", "", chosen).key].append(index)
     played: list[Episode | None] = [None] * len(tasks)
+    # one by one, one bar over all the episodes (not one per episode)
+    bar = progress if not one_at_a_time else None
+    overall = tqdm(
+        total=len(tasks),
+        desc=progress,
+        unit="episode",
+        disable=bar is not None or not progress,
+    )
     for indices in batches.values():
         activate(weights[indices[0]])
         for batch in [[i] for i in indices] if one_at_a_time else [indices]:
@@ -156,10 +165,12 @@ def play(
                 tokenizer,
                 limits,
                 tool_format,
-                progress,
+                bar,
             )
             for index, episode in zip(batch, episodes, strict=True):
                 played[index] = episode
+            overall.update(len(batch))
+    overall.close()
     return [e for e in played if e is not None]
 
 

@@ -116,13 +116,15 @@ def play_llama(context: Context, seeds: list[int]) -> list[Any]:
     """One episode of the base model per seed, decoded by llama.cpp (`backend:
     llamacpp`) one episode after another, so each turn reuses the KV cache of the
     turn before it."""
+    from tqdm import tqdm
+
     from trainer.rollout import collect
 
     generator, tokenizer = context.llama()
     generator.use_adapters([])
     return [
         group
-        for seed in seeds
+        for seed in tqdm(seeds, desc="collect", unit="episode")
         for group in collect(
             context.target(),
             generator,
@@ -131,8 +133,7 @@ def play_llama(context: Context, seeds: list[int]) -> list[Any]:
             1,
             context.limits(),
             context.config.rollout.tool_format,
-            "collect",
-        )  # fmt: skip
+        )
     ]
 
 
