@@ -146,9 +146,12 @@ def assemble(
     plan: Plan,
     outcomes: dict[str, dict[int, tuple[bool, float]]],
     labels: dict[str, str],
+    best: str | None = None,
 ) -> dict[str, Any]:
     """The report of a plan from each configuration's outcomes ({key: {task index:
-    (success, reward)}}); `labels` maps each prompt label to its target."""
+    (success, reward)}}); `labels` maps each prompt label to its target. The best
+    single adapter, which routing is compared with, is `best` where it was chosen
+    before (on another split), else the one that succeeds most here."""
     conditions = {
         name: [outcomes[key][index] for index, key in enumerate(keys)]
         for name, keys in plan.conditions.items()
@@ -161,7 +164,9 @@ def assemble(
         for name, rows in conditions.items()
     }
     singles = [f"single: {n}" for n in plan.names]
-    best_single = max(singles, key=lambda n: success[n]["rate"])
+    best_single = (
+        f"single: {best}" if best else max(singles, key=lambda n: success[n]["rate"])
+    )
     comparisons = {
         f"routed: {mode} vs {best_single}": mcnemar(
             [s for s, _ in conditions[f"routed: {mode}"]],

@@ -367,6 +367,13 @@ class Protocol(Section):
         "routing; test once the config is frozen (played once per config; another "
         "config needs --replay-test)",
     )
+    best_single: str | None = Field(
+        None,
+        max_length=48,
+        description="the single adapter the report compares routing and the controls "
+        "with, chosen on dev (the dev report names it); none: the one that succeeds "
+        "most on the split played, which on test is chosen on the split it reports",
+    )
     ledger: str | None = Field(
         None,
         max_length=4096,

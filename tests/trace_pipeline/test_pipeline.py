@@ -79,6 +79,8 @@ def test_every_stage_writes_its_folder_and_manifest(finished: Path) -> None:
         assert {"p_value", "only_first", "only_second"} <= set(
             evaluated["paired"][f"{better} vs base model"]
         )
+    assert evaluated["best_single_chosen_on"] == "this split (test)"
+    assert "Choose it on dev and freeze it" in report
     # each adapter paired with its own cold start: did GRPO add to SFT?
     for name in ("date_time_recovery", "permission_error_recovery"):
         assert "p_holm" in evaluated["paired"][f"single: {name} vs SFT only: {name}"]

@@ -53,6 +53,12 @@ def test_a_test_split_is_played_once_per_frozen_config(tmp_path: Path) -> None:
     dev = _config(ledger, train={"iterations": 5}, protocol={"split": "dev"})
     guard(first, dev, False)
     assert first_seed(dev) == DEV_SEED_BASE and first_seed(frozen) == EVAL_SEED_BASE
+    # the best single adapter, chosen on dev, is frozen with the rest: choosing
+    # another after seeing the test split replays it
+    chosen = _config(ledger, protocol={"ledger": str(ledger), "best_single": "a"})
+    assert frozen_digest(chosen) != frozen_digest(frozen)
+    with pytest.raises(PipelineError, match="would be a replay"):
+        guard(first, chosen, False)
 
 
 def test_a_ledger_that_is_a_link_or_holds_garbage(tmp_path: Path) -> None:

@@ -90,6 +90,7 @@ STAGES = (
             "rollout",
             "route",
             "protocol.split",
+            "protocol.best_single",
             "baselines.sft_only",
             "baselines.prompted",
         ),  # fmt: skip

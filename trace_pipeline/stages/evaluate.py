@@ -40,6 +40,7 @@ from factory.outputs import write_json
 from trace_pipeline.config import MODEL
 from trace_pipeline.config import tasks as task_settings
 from trace_pipeline.context import Context, transcript
+from trace_pipeline.errors import PipelineError
 from trace_pipeline.executors import Job, run_jobs
 from trace_pipeline.protocol import first_seed, record
 from trace_pipeline.stages import collect
@@ -430,7 +431,16 @@ def run(context: Context, out: Path) -> dict[str, Any]:
         key: {index_of[s]: (r["success"], r["reward"]) for s, r in rows.items()}
         for key, rows in episodes.items()
     }
-    report = assemble(plan, outcomes, prompt_labels(router))
+    best = context.config.protocol.best_single
+    if best is not None and best not in names:
+        raise PipelineError(
+            f"protocol.best_single: {best} is not an adapter of this run (it has "
+            f"{', '.join(names)}); name one of them, or none"
+        )
+    report = assemble(plan, outcomes, prompt_labels(router), best)
+    report["best_single_chosen_on"] = (
+        "dev (protocol.best_single)" if best else f"this split ({protocol['split']})"
+    )
     per_condition = {
         name: [episodes[key][seeds[i]] for i, key in enumerate(used)]
         for name, used in plan.conditions.items()

@@ -79,6 +79,19 @@ def training_row(name: str, row: dict[str, Any], before: str, after: str) -> lis
     ]
 
 
+def best_single_line(report: dict[str, Any]) -> str:
+    """Which single adapter the comparisons take as best, and where it was chosen."""
+    chosen = report.get("best_single_chosen_on", "this split")
+    line = f"Best single adapter: {report['best_single']} (chosen on {chosen})."
+    if chosen.startswith("this split"):
+        name = report["best_single"].removeprefix("single: ")
+        line += (
+            " Choose it on dev and freeze it for the test split with "
+            f"`protocol.best_single: {name}`."
+        )
+    return line
+
+
 def own_rate(row: dict[str, Any] | None) -> str:
     """`rate [low, high] (k/n)` of an own-environment result, "-" when there is none."""
     if not row:
@@ -196,7 +209,10 @@ def sections(context: Context) -> list[Section]:
         parts.append(
             Section(
                 "Held-out target tasks: every way to use the adapters (Table 3)",
-                [f"{report['tasks']} held-out tasks, the same for every condition."]
+                [
+                    f"{report['tasks']} held-out tasks, the same for every condition.",
+                    best_single_line(report),
+                ]
                 + (
                     [f"Multi-capability GRPO: {result['baselines']['why']}."]
                     if result["baselines"].get("why")
