@@ -79,8 +79,13 @@ def test_every_stage_writes_its_folder_and_manifest(finished: Path) -> None:
         assert {"p_value", "only_first", "only_second"} <= set(
             evaluated["paired"][f"{better} vs base model"]
         )
-    assert evaluated["best_single_chosen_on"] == "this split (test)"
-    assert "Choose it on dev and freeze it" in report
+    assert evaluated["best_single_chosen_on"] == "test"
+    assert "choose it on dev and freeze it" in report
+    # a trained adapter whose GRPO took no step is its cold start: the table says so
+    steps = json.loads((finished / "train" / "manifest.json").read_text())["result"]
+    for name, row in steps["adapters"].items():
+        marked = f"| single: {name} (no GRPO step) |" in report
+        assert marked == (row["optimizer_steps"] == 0), name
     # each adapter paired with its own cold start: did GRPO add to SFT?
     for name in ("date_time_recovery", "permission_error_recovery"):
         assert "p_holm" in evaluated["paired"][f"single: {name} vs SFT only: {name}"]

@@ -438,9 +438,7 @@ def run(context: Context, out: Path) -> dict[str, Any]:
             f"{', '.join(names)}); name one of them, or none"
         )
     report = assemble(plan, outcomes, prompt_labels(router), best)
-    report["best_single_chosen_on"] = (
-        "dev (protocol.best_single)" if best else f"this split ({protocol['split']})"
-    )
+    report["best_single_chosen_on"] = "dev" if best else protocol["split"]
     per_condition = {
         name: [episodes[key][seeds[i]] for i, key in enumerate(used)]
         for name, used in plan.conditions.items()

@@ -81,15 +81,14 @@ def training_row(name: str, row: dict[str, Any], before: str, after: str) -> lis
 
 def best_single_line(report: dict[str, Any]) -> str:
     """Which single adapter the comparisons take as best, and where it was chosen."""
-    chosen = report.get("best_single_chosen_on", "this split")
-    line = f"Best single adapter: {report['best_single']} (chosen on {chosen})."
-    if chosen.startswith("this split"):
-        name = report["best_single"].removeprefix("single: ")
-        line += (
-            " Choose it on dev and freeze it for the test split with "
-            f"`protocol.best_single: {name}`."
-        )
-    return line
+    best = report["best_single"]
+    if report.get("best_single_chosen_on") == "dev":
+        return f"Best single adapter: {best}, chosen on dev (`protocol.best_single`)."
+    return (
+        f"Best single adapter: {best}, the one that won on the split played here; "
+        "choose it on dev and freeze it for the test split with "
+        f"`protocol.best_single: {best.removeprefix('single: ')}`."
+    )
 
 
 def own_rate(row: dict[str, Any] | None) -> str:
