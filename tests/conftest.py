@@ -126,3 +126,30 @@ def assert_fresh_logprobs(
     assert torch.allclose(
         fresh[0, len(prompt) :], torch.tensor(sample.logprobs), atol=1e-4
     )
+
+
+@pytest.fixture
+def own_packages():
+    """A test that imports a run's generated packages in this process (a package of
+    the same name as one in generated_envs/) leaves the modules, sys.path and gym
+    ids as it found them, so later tests play the packages they imported."""
+    import sys
+
+    import gymnasium
+
+    def ours(name: str) -> bool:
+        return name.startswith("trace_env_")
+
+    def packaged() -> dict[str, Any]:  # the gym ids generated packages registered
+        return {k: v for k, v in gymnasium.registry.items() if ours(str(v.entry_point))}
+
+    modules = {k: v for k, v in sys.modules.items() if ours(k)}
+    path, registered = list(sys.path), packaged()
+    yield
+    for name in [k for k in sys.modules if ours(k)]:
+        del sys.modules[name]
+    sys.modules.update(modules)
+    sys.path[:] = path
+    for env_id in packaged():
+        del gymnasium.registry[env_id]
+    gymnasium.registry.update(registered)

@@ -1014,7 +1014,7 @@ def test_the_mixture_baseline_can_be_left_out(finished: Path, tmp_path: Path) ->
 
 
 def test_the_probe_and_the_text_router_are_fitted_on_the_same_examples(
-    finished: Path, tmp_path: Path
+    finished: Path, tmp_path: Path, own_packages: None
 ) -> None:
     """A random model solves no task, so the tiny run fits neither; with two of its
     analysis-split runs marked solved (base examples), route fits both."""
@@ -1045,7 +1045,7 @@ def test_the_probe_and_the_text_router_are_fitted_on_the_same_examples(
 
 
 def test_an_untargeted_control_is_trained_with_a_targeted_budget_and_played(
-    finished: Path, tmp_path: Path
+    finished: Path, tmp_path: Path, own_packages: None
 ) -> None:
     """baselines.untargeted: an archetype of the target's kit the analysis did not
     retain is built and trained as the train stage trains one; evaluate plays it
@@ -1097,7 +1097,7 @@ def test_a_capability_is_either_included_or_an_untargeted_control() -> None:
 
 
 def test_llamacpp_plays_collect_and_evaluate_with_the_adapters(
-    finished: Path, tmp_path: Path
+    finished: Path, tmp_path: Path, own_packages: None
 ) -> None:
     """`backend: llamacpp`: the tiny model's GGUF file plays collect and every
     condition of evaluate but re-routing, each adapter converted to a GGUF LoRA and
