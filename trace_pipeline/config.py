@@ -568,8 +568,9 @@ def load_config(path: Path, overrides: Sequence[str] = ()) -> PipelineConfig:
 def _numbers(
     data: Any, model: type[BaseModel] = PipelineConfig, prefix: str = ""
 ) -> tuple[str, str] | None:
-    """The first number setting given a boolean or a NaN or infinite value, with what
-    is wrong: pydantic would take `true` as 1 and call NaN out of range."""
+    """The first number setting given a boolean or a NaN or infinite value (or text
+    such as "nan"), with what is wrong: pydantic would take `true` as 1 and call NaN
+    out of range."""
     if not isinstance(data, dict):
         return None
     for key, value in data.items():
@@ -588,9 +589,17 @@ def _numbers(
             named = f"{where}.{inner}" if inner else where
             if numeric and isinstance(item, bool):
                 return named, f"{item} is a boolean, not a number; give a number"
-            if isinstance(item, float) and not math.isfinite(item):
+            if (numeric or isinstance(item, float)) and _infinite(item):
                 return named, f"{item} is not a finite number; give a finite number"
     return None
+
+
+def _infinite(item: Any) -> bool:
+    """Whether `item` is, or is text pydantic reads as, a NaN or an infinity."""
+    try:
+        return isinstance(item, float | str) and not math.isfinite(float(item))
+    except ValueError:
+        return False
 
 
 def check_config(

@@ -130,7 +130,7 @@ def preflight(config: PipelineConfig) -> None:
         if config.model != "tiny":
             check_model(config.model, "model")
         if config.chat_template is not None and config.chat_template not in BUILTIN:
-            template_file(config.chat_template)
+            template_file(config.chat_template, "chat_template")
         resolve_target(target.kit, "target.kit")
         if target.kind == "gym":
             resolve_env(str(target.env))

@@ -47,29 +47,28 @@ def apply_chat_template(tokenizer: Any, choice: str) -> None:
             tokenizer.add_special_tokens({"additional_special_tokens": [end]})
         tokenizer.eos_token = end
     else:
-        template = template_file(choice)
+        template = template_file(choice, "--chat-template")
     tokenizer.chat_template = template
 
 
-def template_file(choice: str) -> str:
-    """The jinja template in the file `choice` names (a TrainerError if it is not a
-    readable, non-empty text file of at most 1 MB): checked before any model loads."""
+def template_file(choice: str, name: str) -> str:
+    """The jinja template in the file `choice` names (a TrainerError naming the
+    option or key `name` if it is not a readable, non-empty text file of at most
+    1 MB): checked before any model loads."""
     path = Path(choice)
     try:
         if not path.is_file():
             raise TrainerError(
-                f"--chat-template: '{choice}' is neither a built-in "
+                f"{name}: '{choice}' is neither a built-in "
                 f"({', '.join(BUILTIN)}) nor a file"
             )
         if path.stat().st_size > 1_000_000:
-            raise TrainerError(f"--chat-template: {path} is larger than 1 MB")
+            raise TrainerError(f"{name}: {path} is larger than 1 MB")
         template = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise TrainerError(
-            f"--chat-template: cannot read {path} as UTF-8 text ({exc})"
+            f"{name}: cannot read {path} as UTF-8 text ({exc})"
         ) from None
     if not template.strip():
-        raise TrainerError(
-            f"--chat-template: {path} is empty; give a jinja chat template"
-        )
+        raise TrainerError(f"{name}: {path} is empty; give a jinja chat template")
     return template

@@ -539,7 +539,10 @@ def test_a_stage_or_job_edited_by_hand_is_done_again(tmp_path: Path) -> None:
             "model: tiny\ntarget: {kind: trajectories, trajectories: /nonexistent}\n",
             "target.trajectories: /nonexistent does not exist",
         ),
-        ("model: tiny\nchat_template: /nonexistent.jinja\n", "neither a built-in"),
+        (
+            "model: tiny\nchat_template: /nonexistent.jinja\n",
+            "chat_template: '/nonexistent.jinja' is neither a built-in",
+        ),
         (
             "model: tiny\ngenerate: {max_packages: true}\n",
             "generate.max_packages: True is a boolean, not a number",
@@ -553,6 +556,8 @@ def test_a_stage_or_job_edited_by_hand_is_done_again(tmp_path: Path) -> None:
             "train.temperature: nan is not a finite number",
         ),
         ("model: tiny\nroute: {top_p: -.inf}\n", "route.top_p: -inf is not a finite"),
+        # Text pydantic would read as NaN is named so too, not called out of range.
+        ("model: tiny\nrollout: {temperature: NaN}\n", "NaN is not a finite number"),
         ("model: tiny\nbackend: vllm\n", "collect and evaluate play on transformers"),
     ],
 )
