@@ -292,11 +292,64 @@ def vllm_backend(settings: RouterSettings) -> Any:
     )  # fmt: skip
 
 
+def llamacpp_backend(settings: RouterSettings) -> Any:
+    """Routing and decoding by llama.cpp on the GGUF model: label log-probs on the
+    base model, replies under each route's GGUF LoRA files (converted once, here,
+    so no request waits for it); without adapters, the plain base model."""
+    from router.llamacpp import LlamaCppBackend, LlamaCppScorer
+    from router.prompt import RoutingPrompt
+    from router.routed import Router
+    from router.text import load_text
+    from trainer.gguf_lora import lora_file
+    from trainer.llamacpp import open_generator
+    from trainer.models import load_tokenizer
+
+    if settings.mode == "probe":
+        raise RouterError(
+            "--mode probe reads the base model's hidden states, which --backend "
+            "llamacpp does not give; use argmax, top-p or text, or --backend transformers"
+        )
+    if settings.adapters is None:
+        tokenizer = load_tokenizer(settings.model)
+        decoder = open_generator(settings.model, tokenizer)
+        return LlamaCppBackend(
+            decoder, tokenizer, settings.tool_format, None, settings.mode, None, {}
+        )
+    capabilities = load_capabilities(settings.adapters, settings.model)
+    tokenizer = load_tokenizer(settings.model, capabilities.chat_template)
+    decoder = open_generator(settings.model, tokenizer)
+    model = Path(settings.model)
+    files = {c.name: lora_file(c.path, model) for c in capabilities.capabilities}
+    prompt = RoutingPrompt(
+        capabilities,
+        tokenizer,
+        settings.example_tokens,
+        settings.task_tokens,
+        settings.prompt_format,
+    )
+    scorer = LlamaCppScorer(open_generator(settings.model, tokenizer), prompt)
+    scorer.calibrate(settings.calibration)
+    folder = capabilities.folder
+    text = _fitted(
+        "text",
+        settings.mode == "text",
+        lambda: load_text(folder, prompt.targets),
+        folder,
+    )
+    return LlamaCppBackend(
+        decoder, tokenizer, capabilities.tool_format(tokenizer),
+        Router(scorer, None, settings.top_p, text), settings.mode, capabilities, files,
+    )  # fmt: skip
+
+
 def served_backend(
     settings: RouterSettings, backend: str, precision: Precision = PRECISION
 ) -> Any:
-    """What `router serve` answers with: the base model, a vLLM server (`backend`
-    vllm), or the adapter bank, local weights in `precision`."""
+    """What `router serve` answers with: llama.cpp on the GGUF model (`backend`
+    llamacpp), the base model, a vLLM server (`backend` vllm), or the adapter
+    bank, local weights in `precision`."""
+    if backend == "llamacpp":
+        return llamacpp_backend(settings)
     if settings.adapters is None:
         return base_backend(settings, precision)
     if backend == "vllm":
@@ -318,8 +371,9 @@ def _routable(backend: str) -> None:
     """Refuse the backend the router does not decode with yet, by name."""
     if backend == "llamacpp":
         raise RouterError(
-            "--backend llamacpp: the router decodes with transformers or vllm so far; "
-            "llama.cpp evaluates one adapter at a time (`trainer eval --backend llamacpp`)"
+            "--backend llamacpp: `router eval` and `router route` decode with "
+            "transformers or vllm; llama.cpp serves (`router serve --backend llamacpp`) "
+            "and evaluates one adapter at a time (`trainer eval --backend llamacpp`)"
         )
 
 
@@ -334,13 +388,17 @@ def serve(
     plain base model without adapters), local weights in `precision`, until
     interrupted. The port is taken before the minutes of loading, so a port in use
     fails at once."""
-    _routable(backend)
     from router.serve import RoutedChat, attach, make_server
 
     if backend == "vllm" and precision != PRECISION:
         raise RouterError(
             "--precision is for local weights; with --backend vllm the vLLM server "
             "generates (set its --dtype there) and drop --precision"
+        )
+    if backend == "llamacpp" and precision != PRECISION:
+        raise RouterError(
+            "--precision is for weights transformers loads; llama.cpp computes on the "
+            "GGUF file's own types: drop --precision"
         )
     if settings.adapters is None:
         if backend == "vllm":

@@ -3,7 +3,7 @@
 router route --adapters DIR --model M --env ENV [--seed N] [--mode argmax|top-p|probe]
 router fit   --adapters DIR --model M [--envs ENV...] --base-envs ENV... [--examples N]
 router eval  --adapters DIR --model M [--envs ENV...] [--base-envs ENV...] --episodes N --out DIR
-router serve [--adapters DIR] --model M [--host 127.0.0.1] [--port 8000] [--backend transformers|vllm]
+router serve [--adapters DIR] --model M [--host 127.0.0.1] [--port 8000] [--backend transformers|vllm|llamacpp]
              [--precision fp32|bf16]
 
 Parsing and dispatch only: the routing settings are `router.settings.RouterSettings`
@@ -128,7 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
             ("--port", {"type": number(int, Interval(ge=0, le=65535)), "default": 8000,
                         "help": "port to listen on"}),
             ("--backend", {"choices": BACKENDS, "default": BACKEND,
-                           "help": "vllm: a vLLM server (--vllm-url) generates with the adapters"}),
+                           "help": "vllm: a vLLM server (--vllm-url) generates with the adapters; "
+                                   "llamacpp: llama.cpp on the .gguf --model"}),
         ), (_routing(*routing, "mode", "tool_format", "batch_size", "max_queue",
                      "max_connections", "vllm_url",
                      required=()), Derived(TrainConfig, ("precision",)))),

@@ -115,13 +115,7 @@ class LlamaCppGenerator:
                 f"llama.cpp's context of {self.context}"
             )
         llama = self.llama
-        held = llama.input_ids[: llama.n_tokens].tolist()
-        shared = next(
-            (i for i, (a, b) in enumerate(zip(held, prompt, strict=False)) if a != b),
-            min(len(held), len(prompt)),
-        )
-        llama.n_tokens = min(shared, len(prompt) - 1)  # the last token gives the logits
-        llama.eval(prompt[llama.n_tokens :])
+        self._evaluate(prompt)
         tokens: list[int] = []
         logprobs: list[float] = []
         while len(tokens) < budget:
@@ -138,13 +132,43 @@ class LlamaCppGenerator:
             tokens, logprobs, self.stops, self.tokenizer, self.stop_strings
         )
 
+    def _evaluate(self, prompt: list[int]) -> None:
+        """Bring the KV cache to `prompt`, evaluating only what follows the longest
+        prefix it shares with what was evaluated last (the last token always runs:
+        its logits are the next token's)."""
+        llama = self.llama
+        held = llama.input_ids[: llama.n_tokens].tolist()
+        shared = next(
+            (i for i, (a, b) in enumerate(zip(held, prompt, strict=False)) if a != b),
+            min(len(held), len(prompt)),
+        )
+        llama.n_tokens = min(shared, len(prompt) - 1)
+        llama.eval(prompt[llama.n_tokens :])
+
+    def next_logprobs(self, prompt: list[int]) -> np.ndarray:
+        """The log-probs of every token following `prompt` (the router's label
+        scores read theirs from it)."""
+        if not prompt or len(prompt) > self.context:
+            raise TrainerError(
+                f"a prompt of {len(prompt)} tokens does not fit llama.cpp's context "
+                f"of {self.context}"
+            )
+        self._evaluate(prompt)
+        logits = self._logits()
+        return logits - np.logaddexp.reduce(logits)
+
+    def _logits(self) -> np.ndarray:
+        """The last evaluated position's logits."""
+        return np.ctypeslib.as_array(
+            self.lib.llama_get_logits_ith(self.llama.ctx, -1),
+            shape=(self.vocabulary_size,),
+        ).astype(np.float64)
+
     def _draw(self, temperature: float) -> tuple[int, float]:
         """The next token and its log-prob under the sampling distribution (greedy at
         temperature 0, where the log-prob is the model's own)."""
         vocabulary = self.vocabulary_size
-        logits = np.ctypeslib.as_array(
-            self.lib.llama_get_logits_ith(self.llama.ctx, -1), shape=(vocabulary,)
-        ).astype(np.float64)
+        logits = self._logits()
         scaled = logits / temperature if temperature > 0 else logits
         logprobs = scaled - np.logaddexp.reduce(scaled)
         if temperature > 0:

@@ -770,3 +770,68 @@ def test_a_refused_client_sending_a_large_body_reads_its_503() -> None:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_llamacpp_serves_the_adapter_banks_replies_and_routes(
+    tiny_model_dir, adapters, tmp_path, capsys
+) -> None:
+    """`router serve --backend llamacpp`: on the tiny model written as a GGUF file,
+    the label log-probs are the transformers scorer's, and greedy replies of
+    concurrent conversations pinned to the base model, to each adapter and routed
+    are the adapter bank's on transformers, tool list and all; raw completions, the
+    probe and --precision are refused by name."""
+    pytest.importorskip("llama_cpp")
+    import shutil
+
+    import torch
+
+    from router.backends import TransformersBackend
+    from router.build import llamacpp_backend, load
+    from router.cli import main as router
+    from router.settings import RouterSettings
+    from trainer.tiny import write_tiny_gguf
+
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_model_dir, folder)
+    gguf = write_tiny_gguf(folder)
+    served = tmp_path / "adapters"  # the same adapters, on the GGUF file's weights
+    shutil.copytree(adapters, served)
+    for trace in served.glob("*/trace.json"):
+        data = json.loads(trace.read_text())
+        trace.write_text(json.dumps({**data, "base_model": str(gguf)}))
+    settings = RouterSettings(model=str(gguf), adapters=str(served))
+    llama = llamacpp_backend(settings)
+    loaded = load(RouterSettings(model=str(tiny_model_dir), adapters=str(adapters)))
+    for index in range(4):
+        messages = [{"role": "user", "content": "hello " * index + "there"}]
+        torch.testing.assert_close(
+            llama.router.scorer.logprobs(messages),
+            loaded.router.scorer.logprobs(messages),
+            atol=1e-3,
+            rtol=1e-3,
+        )
+    models = ("trace-router", BASE, *loaded.capabilities.names)
+    replies = {}
+    for name, backend in (
+        ("transformers", TransformersBackend(
+            loaded.bank, loaded.router, loaded.tokenizer, "json", "argmax", 4)),
+        ("llamacpp", llama),
+    ):  # fmt: skip
+        port, stop = _serve(RoutedChat(backend))
+        try:
+            replies[name] = _six_conversations(port, models)
+            if name == "llamacpp":
+                with pytest.raises(openai.BadRequestError, match="chat/completions"):
+                    _client(port).completions.create(model=BASE, prompt="hi")
+        finally:
+            stop()
+    assert replies["llamacpp"] == replies["transformers"]
+    assert all(len(r) == 3 for r in replies["llamacpp"].values())
+    assert sum(map(any, replies["llamacpp"].values())) >= 4  # text, not just stops
+    for extra in (["--mode", "probe"], ["--precision", "bf16"]):
+        code = router(["serve", "--model", str(gguf), "--adapters", str(served),
+                       "--port", "0", "--backend", "llamacpp", *extra])  # fmt: skip
+        assert code == 2
+    err = capsys.readouterr().err
+    assert "--mode probe reads the base model's hidden states" in err
+    assert "drop --precision" in err and "Traceback" not in err

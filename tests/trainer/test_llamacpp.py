@@ -118,10 +118,24 @@ def test_llamacpp_is_refused_where_it_does_not_decode(
     from router.cli import main as router_main
 
     code = router_main(
-        ["serve", "--model", str(tiny_model_dir), "--backend", "llamacpp"]
+        [
+            "serve",
+            "--model",
+            str(tiny_model_dir),
+            "--backend",
+            "llamacpp",
+            "--port",
+            "0",
+        ]
     )
     assert code == 2
-    assert "the router decodes with transformers or vllm" in capsys.readouterr().err
+    assert "reads a .gguf model file" in capsys.readouterr().err
+    code = router_main(
+        ["eval", "--model", str(tiny_model_dir), "--adapters", str(tiny_model_dir),
+         "--backend", "llamacpp", "--out", str(tiny_model_dir / "none")]
+    )  # fmt: skip
+    assert code == 2
+    assert "`router eval` and `router route` decode with" in capsys.readouterr().err
 
 
 def test_an_adapter_of_an_unconverted_architecture_is_refused(tmp_path: Path) -> None:
