@@ -164,7 +164,8 @@ def add_options(
         elif get_origin(annotation) is Literal:
             options["choices"] = get_args(annotation)
         elif get_origin(annotation) in (tuple, list):
-            options["nargs"] = "+"
+            # several values: the option given once each, as `trainer --env A --env B`
+            options.update(action="append", default=None)
         elif annotation in (int, float):
             options["type"] = number(annotation, *field.metadata)
         parser.add_argument(flag(model, name), **options)

@@ -151,7 +151,9 @@ class Batcher:
         by_route: bool = True,
     ) -> None:
         if batch_size < 1 or max_queue < 1:
-            raise RouterError("--batch-size and --max-queue must be at least 1")
+            raise RouterError(
+                "--generation-batch-size and --max-queue must be at least 1"
+            )
         self.route = route
         self.by_route = by_route
         self.open_stream = open_stream

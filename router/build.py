@@ -25,7 +25,7 @@ from factory.outputs import (
 from router.capabilities import CapabilitySet, load_capabilities
 from router.errors import RouterError
 from router.settings import RouterSettings, RoutingSettings
-from trainer.settings import PRECISION, Precision
+from trainer.settings import GENERATION_BATCH_SIZE, PRECISION, Precision
 
 EVAL_MARKER = "trace-router-eval"
 
@@ -123,21 +123,21 @@ def task_messages(messages: str | None, env: str | None, seed: int) -> list[Any]
 def environments(
     settings: RouterSettings, capabilities: CapabilitySet
 ) -> list[tuple[Any, str]]:
-    """(environment, true target) pairs: --envs (or each adapter's own) and --base-envs."""
+    """(environment, true target) pairs: --env (or each adapter's own) and --base-env."""
     from router.prompt import BASE
     from trainer.envs import resolve_env
 
     chosen = []
-    for env in settings.envs or []:
+    for env in settings.env or []:
         handle = resolve_env(env)
         name = handle.capability.get("name")
         if name not in capabilities.names:
             raise RouterError(
-                f"--envs {env} trains capability '{name}', which no adapter in "
-                f"{capabilities.folder} has ({', '.join(capabilities.names)}); pass it with --base-envs"
+                f"--env {env} trains capability '{name}', which no adapter in "
+                f"{capabilities.folder} has ({', '.join(capabilities.names)}); pass it with --base-env"
             )
         chosen.append((handle, name))
-    if not settings.envs:
+    if not settings.env:
         for capability in capabilities.capabilities:
             try:
                 chosen.append(
@@ -149,9 +149,9 @@ def environments(
             except Exception as exc:  # noqa: BLE001 - any lookup failure gets the same fix
                 raise RouterError(
                     f"the environment of {capability.name} ({capability.env_id}) is not installed "
-                    f"({exc}); pass its package folder with --envs"
+                    f"({exc}); pass its package folder with --env"
                 ) from None
-    chosen += [(resolve_env(env), BASE) for env in settings.base_envs or []]
+    chosen += [(resolve_env(env), BASE) for env in settings.base_env or []]
     return chosen
 
 
@@ -257,13 +257,18 @@ def vllm_offline(
     return activation(generator, files), capabilities, router, generator, tokenizer
 
 
-def base_backend(settings: RouterSettings, precision: Precision = PRECISION) -> Any:
-    """The plain base model (its weights in `precision`), no adapters and no routing."""
+def base_backend(
+    settings: RouterSettings,
+    precision: Precision = PRECISION,
+    batch_size: int = GENERATION_BATCH_SIZE,
+) -> Any:
+    """The plain base model (its weights in `precision`, `batch_size` rows decoded
+    together), no adapters and no routing."""
     from router.backends import BaseModelBackend
     from trainer.models import load_base
 
     model, tokenizer = load_base(settings.model, precision=precision)
-    return BaseModelBackend(model, tokenizer, settings.tool_format, settings.batch_size)
+    return BaseModelBackend(model, tokenizer, settings.tool_format, batch_size)
 
 
 def vllm_backend(settings: RouterSettings) -> Any:
@@ -343,15 +348,18 @@ def llamacpp_backend(settings: RouterSettings) -> Any:
 
 
 def served_backend(
-    settings: RouterSettings, backend: str, precision: Precision = PRECISION
+    settings: RouterSettings,
+    backend: str,
+    precision: Precision = PRECISION,
+    batch_size: int = GENERATION_BATCH_SIZE,
 ) -> Any:
     """What `router serve` answers with: llama.cpp on the GGUF model (`backend`
     llamacpp), the base model, a vLLM server (`backend` vllm), or the adapter
-    bank, local weights in `precision`."""
+    bank, local weights in `precision`, `batch_size` rows decoded together."""
     if backend == "llamacpp":
         return llamacpp_backend(settings)
     if settings.adapters is None:
-        return base_backend(settings, precision)
+        return base_backend(settings, precision, batch_size)
     if backend == "vllm":
         return vllm_backend(settings)
     from router.backends import TransformersBackend
@@ -363,7 +371,7 @@ def served_backend(
         loaded.tokenizer,
         loaded.capabilities.tool_format(loaded.tokenizer),
         settings.mode,
-        settings.batch_size,
+        batch_size,
     )
 
 
@@ -383,6 +391,7 @@ def serve(
     host: str,
     port: int,
     precision: Precision = PRECISION,
+    batch_size: int = GENERATION_BATCH_SIZE,
 ) -> None:
     """`router serve`: answer OpenAI chat completions with the routed agent (or the
     plain base model without adapters), local weights in `precision`, until
@@ -414,8 +423,8 @@ def serve(
             )
     server = make_server(None, host, port, settings.max_connections)
     try:
-        served = served_backend(settings, backend, precision)
-        attach(server, RoutedChat(served, settings.batch_size, settings.max_queue))
+        served = served_backend(settings, backend, precision, batch_size)
+        attach(server, RoutedChat(served, batch_size, settings.max_queue))
         what = (
             f"the base model {settings.model}"
             if settings.adapters is None
@@ -458,9 +467,9 @@ def fit(
     from router.probe import PROBE_FILE, fit_probe, save_probe
     from router.text import TEXT_FILE, fit_text, save_text
 
-    if not settings.base_envs:
+    if not settings.base_env:
         raise RouterError(
-            "--base-envs: give at least one environment whose tasks need no adapter"
+            "--base-env: give at least one environment whose tasks need no adapter"
         )
 
     # The probe reads hidden states, which no calibration changes.

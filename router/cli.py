@@ -1,8 +1,8 @@
 """The `router` command: route tasks to capability adapters, fit the probe, evaluate, serve.
 
 router route --adapters DIR --model M --env ENV [--seed N] [--mode argmax|top-p|probe]
-router fit   --adapters DIR --model M [--envs ENV...] --base-envs ENV... [--examples N]
-router eval  --adapters DIR --model M [--envs ENV...] [--base-envs ENV...] --episodes N --out DIR
+router fit   --adapters DIR --model M [--env ENV ...] --base-env ENV [--base-env ENV ...] [--examples N]
+router eval  --adapters DIR --model M [--env ENV ...] [--base-env ENV ...] --episodes N --out DIR
 router serve [--adapters DIR] --model M [--host 127.0.0.1] [--port 8000] [--backend transformers|vllm|llamacpp]
              [--precision fp32|bf16]
 
@@ -41,7 +41,9 @@ def _settings(arguments: argparse.Namespace) -> RouterSettings:
 
 def _route(arguments: argparse.Namespace) -> int:
     settings = _settings(arguments)
-    messages = build.task_messages(arguments.messages, arguments.env, arguments.seed)
+    messages = build.task_messages(
+        arguments.messages, arguments.task_env, arguments.seed
+    )
     loaded = build.load(settings, need_mode=settings.mode)
     print(json.dumps(loaded.router.route(messages, settings.mode).as_dict(), indent=2))
     return 0
@@ -80,7 +82,7 @@ def _eval(arguments: argparse.Namespace) -> int:
 def _serve(arguments: argparse.Namespace) -> int:
     build.serve(
         _settings(arguments), arguments.backend, arguments.host, arguments.port,
-        arguments.precision,
+        arguments.precision, arguments.generation_batch_size,
     )  # fmt: skip
     return 0
 
@@ -94,11 +96,11 @@ def build_parser() -> argparse.ArgumentParser:
     from trainer.config import EVAL_SEED_BASE, TrainConfig
     from trainer.settings import BACKEND, BACKENDS, Evaluation, RolloutLimits
 
-    routing, envs = [*RoutingSettings.model_fields], ["envs", "base_envs"]
+    routing, envs = [*RoutingSettings.model_fields], ["env", "base_env"]
     # fmt: off
     commands = {
         "route": Command(_route, "print the route of one task", (
-            ("--env", {"help": "take the task from this environment"}),
+            ("--env", {"dest": "task_env", "help": "take the task from this environment"}),
             ("--task-seed", {"dest": "seed", "type": int, "default": EVAL_SEED_BASE,
              "help": "the seed of the environment's task (the first evaluation seed)"}),
             ("--messages", {"help": "or a JSON file with the task's first messages"}),
@@ -130,9 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
             ("--backend", {"choices": BACKENDS, "default": BACKEND,
                            "help": "vllm: a vLLM server (--vllm-url) generates with the adapters; "
                                    "llamacpp: llama.cpp on the .gguf --model"}),
-        ), (_routing(*routing, "mode", "tool_format", "batch_size", "max_queue",
-                     "max_connections", "vllm_url",
-                     required=()), Derived(TrainConfig, ("precision",)))),
+        ), (_routing(*routing, "mode", "tool_format", "max_queue", "max_connections",
+                     "vllm_url", required=()),
+            Derived(TrainConfig, ("precision", "generation_batch_size")))),
     }
     # fmt: on
     return command_parser(

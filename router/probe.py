@@ -71,7 +71,7 @@ def fit_probe(
     missing = [t for t in targets if t not in labels]
     if missing:
         raise RouterError(
-            f"no routing examples for {missing}; give their environments (--envs / --base-envs)"
+            f"no routing examples for {missing}; give their environments (--env / --base-env)"
         )
     mean = features.mean(axis=0)
     scale = features.std(axis=0) + 1e-6

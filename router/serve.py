@@ -46,6 +46,7 @@ from router.errors import RouterError
 from router.modes import Route
 from router.prompt import BASE
 from trainer.parsing import parse_tool_calls
+from trainer.settings import GENERATION_BATCH_SIZE
 
 ROUTER_MODEL = "trace-router"
 MAX_BODY = 8_000_000
@@ -63,7 +64,6 @@ LINGER_S = (
 MAX_LINGERING = 1024  # refused connections lingering at once; more are closed at once
 MAX_ROUTES = 10_000
 CHAT_MAX_TOKENS = 256  # a chat reply's tokens when the request gives no max_tokens
-BATCH_SIZE = 8  # requests decoded together (1: one at a time)
 MAX_QUEUE = 256  # requests waiting beyond it are answered 503 with Retry-After
 POLL_S = 0.5  # how often a waiting request checks that its client is still there
 
@@ -238,7 +238,10 @@ class RoutedChat:
     answers in OpenAI's format."""
 
     def __init__(
-        self, backend: Backend, batch_size: int = BATCH_SIZE, max_queue: int = MAX_QUEUE
+        self,
+        backend: Backend,
+        batch_size: int = GENERATION_BATCH_SIZE,
+        max_queue: int = MAX_QUEUE,
     ) -> None:
         self.backend = backend
         self.routes: OrderedDict[str, Route] = OrderedDict()  # the worker's alone

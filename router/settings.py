@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict
 
 from factory.settings import setting
 from router.prompt import EXAMPLE_TOKENS, TASK_TOKENS
-from router.serve import BATCH_SIZE, MAX_CONNECTIONS, MAX_QUEUE
+from router.serve import MAX_CONNECTIONS, MAX_QUEUE
 from trainer.settings import ToolFormat
 
 # Why batch calibration is refused where no batch of requests exists.
@@ -66,11 +66,15 @@ class RouterSettings(RoutingSettings):
         "routing mode (probe, text: fitted by `router fit`; text reads the request's "
         "words alone)",
     )
-    envs: tuple[str, ...] = setting(
-        (), "adapters' environments; if none, each adapter's own (installed)"
+    env: tuple[str, ...] = setting(
+        (),
+        "an adapter's environment (given once per environment); if none, each "
+        "adapter's own (installed)",
     )
-    base_envs: tuple[str, ...] = setting(
-        (), "environments whose tasks need no adapter (label: base)"
+    base_env: tuple[str, ...] = setting(
+        (),
+        "an environment whose tasks need no adapter, label base (given once per "
+        "environment)",
     )
     tool_format: ToolFormat = setting(
         "json",
@@ -79,12 +83,6 @@ class RouterSettings(RoutingSettings):
     )
     vllm_url: str | None = setting(
         None, "vLLM server address, e.g. http://127.0.0.1:8001/v1"
-    )
-    batch_size: int = setting(
-        BATCH_SIZE,
-        "requests decoded together (per route); 1 serves one at a time",
-        ge=1,
-        le=256,
     )
     max_queue: int = setting(
         MAX_QUEUE, "requests that may wait; more are answered 503 with Retry-After", ge=1,

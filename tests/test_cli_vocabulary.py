@@ -144,6 +144,23 @@ def test_an_option_has_one_name() -> None:
     assert all(a.dest != "seed" for _, a in names.get("--seed", []) if "router" in _)
 
 
+def test_several_values_are_given_by_repeating_the_option() -> None:
+    """`--env A --env B` in `trainer` and `router` alike, never `--envs A B`; the
+    names dropped for it (CHANGELOG.md 0.2.0) are gone."""
+    options = _options()
+    several = {
+        f"{command} {name}"
+        for name, uses in options.items()
+        for command, action in uses
+        if action.nargs in ("+", "*")
+    }
+    assert several == set()
+    assert {"--envs", "--base-envs", "--batch-size"}.isdisjoint(options)
+    kinds = {type(action).__name__ for command, action in options["--env"]
+             if command.split()[1] in ("train", "fit", "eval")}  # fmt: skip
+    assert kinds == {"_AppendAction"}
+
+
 # Parameters whose defaults are declared settings: a literal default in a signature
 # would be a second declaration that drifts (512 tokens in one place, 256 in another).
 DECLARED = {

@@ -81,7 +81,8 @@ class TrainConfig(RolloutLimits):
     )
     generation_batch_size: int = setting(
         GENERATION_BATCH_SIZE,
-        "prompts per generate call (transformers backend)",
+        "rows decoded together (transformers backend): prompts per generate call; "
+        "`router serve`: requests per batch, 1 serves one at a time",
         ge=1,
         le=10**6,
     )

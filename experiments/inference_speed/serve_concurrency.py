@@ -2,7 +2,7 @@
 
 N conversations of T turns each talk to the served base model at once through
 the `openai` client, greedily; the same conversations then talk to a server
-that decodes one request at a time (`--batch-size 1`, the old server). Prints
+that decodes one request at a time (`--generation-batch-size 1`, the old server). Prints
 each server's wall time and completion tokens per second, their ratio, whether
 every reply is the same (tool-call ids aside), and the most requests each of
 the batched server's streams decoded at once.

@@ -186,7 +186,8 @@ def main() -> None:
         (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
         return
     common = ["--adapters", str(args.adapters), "--model", model]
-    envs = ["--envs", *ENVS.values(), "--base-envs", BASE_ENV]
+    envs = [a for env in ENVS.values() for a in ("--env", env)]
+    envs += ["--base-env", BASE_ENV]
     fit = [sys.executable, "-m", "router", "fit", *common, *envs]
     fit += ["--examples", str(args.fit_examples), "--force"]
     print("running:", " ".join(fit), flush=True)

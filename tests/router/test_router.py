@@ -32,6 +32,11 @@ from trainer.models import load_base
 from trainer.settings import RolloutLimits
 
 
+def _each(option: str, values) -> list[str]:
+    """A repeated option once per value: `--env A --env B`."""
+    return [item for value in values for item in (option, value)]
+
+
 def _loaded(tiny_model_dir, adapters):
     """The capability set, adapter bank, tokenizer and a small routing prompt."""
     capabilities = load_capabilities(adapters, str(tiny_model_dir))
@@ -371,9 +376,8 @@ def test_fit_eval_and_route_commands(
             [
                 "fit",
                 *common,
-                "--envs",
-                *ENVS.values(),
-                "--base-envs",
+                *_each("--env", ENVS.values()),
+                "--base-env",
                 BASE_ENV,
                 "--examples",
                 "6",
@@ -388,7 +392,7 @@ def test_fit_eval_and_route_commands(
         route = json.loads(capsys.readouterr().out)
         assert route["mode"] == mode and set(route["probabilities"]) == {*ENVS, BASE}
     out = tmp_path / "eval"
-    code = main(["eval", *common, "--envs", *ENVS.values(), "--base-envs", BASE_ENV, "--episodes", "2",
+    code = main(["eval", *common, *_each("--env", ENVS.values()), "--base-env", BASE_ENV, "--episodes", "2",
                  "--out", str(out), "--max-turns", "1", "--max-new-tokens", "4"])  # fmt: skip
     assert code == 0, capsys.readouterr().err
     report = json.loads((out / "report.json").read_text())

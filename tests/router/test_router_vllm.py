@@ -104,7 +104,7 @@ def test_eval_on_the_vllm_backend_uses_lora_requests(
     out = tmp_path / "eval"
     code = main(
         ["eval", "--adapters", str(adapters), "--model", str(tiny_model_dir), "--backend", "vllm",
-         "--envs", *ENVS.values(), "--base-envs", BASE_ENV, "--episodes", "1", "--out", str(out),
+         *(a for env in ENVS.values() for a in ("--env", env)), "--base-env", BASE_ENV, "--episodes", "1", "--out", str(out),
          "--max-turns", "1", "--example-tokens", "40", "--task-tokens", "64"]
     )  # fmt: skip
     assert code == 0, capsys.readouterr().err
