@@ -528,8 +528,8 @@ def evaluate(
 
     from router.evaluate import evaluate_routing, markdown
     from router.plots import plot_confusion, plot_success
-    from trainer.config import EVAL_SEED_BASE
     from trainer.models import mixed_precision
+    from trainer.settings import EVAL_SEED_BASE
 
     adapters = Path(str(settings.adapters)).resolve()
     if adapters == out.resolve() or adapters in out.resolve().parents:

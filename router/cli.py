@@ -93,8 +93,14 @@ def _routing(*fields: str, required: tuple[str, ...] = ("adapters",)) -> Derived
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from trainer.config import EVAL_SEED_BASE, TrainConfig
-    from trainer.settings import BACKEND, BACKENDS, Evaluation, RolloutLimits
+    from trainer.settings import (
+        BACKEND,
+        BACKENDS,
+        EVAL_SEED_BASE,
+        Evaluation,
+        RolloutLimits,
+        TrainConfig,
+    )
 
     routing, envs = [*RoutingSettings.model_fields], ["env", "base_env"]
     # fmt: off

@@ -111,7 +111,7 @@ def test_trace_run_train_and_rollout_take_the_trainers_ranges_and_help() -> None
     """`trace run`'s train and rollout sections set their own CPU-sized defaults,
     but every range and help of a trainer setting is the trainer's own."""
     from trace_pipeline.config import Rollout, Train
-    from trainer.config import TrainConfig
+    from trainer.settings import TrainConfig
 
     shared = 0
     for section in (Train, Rollout):
@@ -206,7 +206,7 @@ def test_tokens_per_turn_has_one_default_everywhere() -> None:
     from factory.settings import MAX_NEW_TOKENS
     from factory.validate.calibrate import CalibrationSettings
     from trace_pipeline.config import Rollout
-    from trainer.config import TrainConfig
+    from trainer.settings import TrainConfig
 
     for model in (TrainConfig, CalibrationSettings, Rollout):
         assert model.model_fields["max_new_tokens"].default == MAX_NEW_TOKENS, model

@@ -28,7 +28,6 @@ from factory.analyze.settings import AnalysisSettings
 from factory.settings import MAX_NEW_TOKENS
 from router.settings import RoutingSettings
 from trace_pipeline.errors import PipelineError
-from trainer.config import TrainConfig
 from trainer.errors import TrainerError, first_line
 from trainer.options import read_yaml
 from trainer.settings import (
@@ -37,7 +36,7 @@ from trainer.settings import (
     Backend,
     Precision,
     ToolFormat,
-    samples_rollouts,
+    TrainConfig,
     token_budget,
 )
 
@@ -276,10 +275,10 @@ class Train(Section):
     )
     seed: int = trainer_setting("seed", 0)
     backend: Backend = trainer_setting(
-        "backend", BACKEND, "rollout sampler of GRPO (vllm: GPU machines)"
+        "backend",
+        BACKEND,
+        "rollout sampler of GRPO (vllm: GPU machines; llamacpp: the .gguf model on a CPU)",
     )
-
-    _sampler = field_validator("backend")(samples_rollouts)
 
 
 class Baselines(Section):

@@ -146,7 +146,7 @@ class Context:
 
     def _tau2(self) -> EnvHandle:
         from trace_pipeline.targets import tau2
-        from trainer.config import EVAL_SEED_BASE
+        from trainer.settings import EVAL_SEED_BASE
 
         settings = self.config.target.tau2
         arguments: dict[str, Any] = {"temperature": 0.0}

@@ -88,7 +88,7 @@ def interface_problems(config: PipelineConfig, run_kit: str, out: Path) -> list[
     parameters (the adapters learned the kit's interface)."""
     from factory.analyze.pipeline import resolve_target
     from factory.kits import kits
-    from trainer.config import EVAL_SEED_BASE
+    from trainer.settings import EVAL_SEED_BASE
 
     kit = resolve_target(run_kit, "the run's target.kit")
     schemas = kits()[kit].schemas if isinstance(kit, str) else kit["tools"]

@@ -25,7 +25,7 @@ from factory.version import project_version
 from trace_pipeline.config import PipelineConfig, tasks
 from trace_pipeline.errors import PipelineError
 from trace_pipeline.store import RunFolder, digest
-from trainer.config import DEV_SEED_BASE, EVAL_SEED_BASE
+from trainer.settings import DEV_SEED_BASE, EVAL_SEED_BASE
 
 PROTOCOL = "protocol.json"
 # What does not change an evaluation's outcome: where jobs run, where plays are kept.

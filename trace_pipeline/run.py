@@ -114,7 +114,8 @@ def preflight(config: PipelineConfig) -> None:
     """Refuse, before any stage runs or the run folder is made, what the config
     names that is not on this machine: the model, its chat template file, the
     target's kit, a gym target's environment, a trajectories target's runs, vLLM
-    for `train.backend: vllm`, llama.cpp and a GGUF model for `backend: llamacpp`,
+    for `train.backend: vllm`, llama.cpp and a GGUF model for `backend: llamacpp`
+    (and `train.backend: llamacpp`),
     tau2-bench and the splits (and their sizes) of a tau2 target (each would
     otherwise fail only after the stages before it, hours in)."""
     from factory.analyze.pipeline import resolve_target
@@ -154,13 +155,17 @@ def preflight(config: PipelineConfig) -> None:
             )
         check_backend(config.train.backend, "train.backend:")
         check_backend(config.backend, "backend:")
-        if config.backend == "llamacpp" and config.model != "tiny":
-            if Path(config.model).suffix != ".gguf":
-                raise PipelineError(
-                    f"backend: llamacpp plays a .gguf model file, and model "
-                    f"{config.model} is not one; give the GGUF file (`trace model NAME` "
-                    "writes one) or set backend: transformers"
-                )
+        for key, backend in (
+            ("backend", config.backend),
+            ("train.backend", config.train.backend),
+        ):
+            if backend == "llamacpp" and config.model != "tiny":
+                if Path(config.model).suffix != ".gguf":
+                    raise PipelineError(
+                        f"{key}: llamacpp plays a .gguf model file, and model "
+                        f"{config.model} is not one; give the GGUF file (`trace model "
+                        f"NAME` writes one) or set {key}: transformers"
+                    )
         if target.kind == "tau2":
             from trace_pipeline.targets.tau2 import check_splits
 

@@ -16,8 +16,8 @@ from typing import Any
 import torch
 
 from factory.outputs import recover, staging_beside, swap_in, write_text
-from trainer.config import TrainConfig
 from trainer.errors import TrainerError, first_line
+from trainer.settings import TrainConfig
 
 # Settings a resumed run may change (to extend a run, or to run with other hardware).
 RESUMABLE_CHANGES = {

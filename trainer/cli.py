@@ -19,7 +19,6 @@ import sys
 from pathlib import Path
 
 from factory.settings import Command, Derived, command_parser, dispatch
-from trainer.config import TrainConfig
 from trainer.errors import Interrupted, TrainerError
 from trainer.options import (
     ROLLOUT_SETTINGS,
@@ -28,7 +27,7 @@ from trainer.options import (
     require,
     train_config,
 )
-from trainer.settings import TOOL_FORMATS, Evaluation, RolloutLimits
+from trainer.settings import TOOL_FORMATS, Evaluation, RolloutLimits, TrainConfig
 
 
 def _train(arguments: argparse.Namespace) -> int:
@@ -62,7 +61,7 @@ def _eval(arguments: argparse.Namespace) -> int:
 
 
 def _compare(arguments: argparse.Namespace) -> int:
-    from trainer.reports import compare, compare_line, read_report
+    from trainer.compare import compare, compare_line, read_report
 
     result = compare(
         read_report(arguments.first, arguments.first_point),

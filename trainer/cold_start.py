@@ -18,12 +18,12 @@ from typing import Any
 
 from trainer import env_calls
 from trainer.chat import ChatFormat
-from trainer.config import EVAL_SEED_BASE, TrainConfig
 from trainer.envs import EnvHandle
 from trainer.errors import TrainerError
 from trainer.losses import sft_loss
 from trainer.optimize import Batch, Row, batch_logprobs, optimize
 from trainer.rollout import Hint
+from trainer.settings import EVAL_SEED_BASE, TrainConfig
 
 
 def demonstration_seeds(count: int) -> list[int]:

@@ -190,14 +190,13 @@ def evaluate_model(
     """
     from pathlib import Path
 
-    from trainer.config import EVAL_SEED_BASE, TrainConfig
     from trainer.envs import resolve_envs
     from trainer.errors import TrainerError
     from trainer.export import trained_with
     from trainer.generation import TransformersGenerator
     from trainer.models import load_adapter, load_base, load_tokenizer, mixed_precision
     from trainer.run import check_prompt
-    from trainer.settings import TOOL_FORMATS, Evaluation
+    from trainer.settings import EVAL_SEED_BASE, TOOL_FORMATS, Evaluation, TrainConfig
 
     Evaluation(episodes=episodes, concurrent_episodes=concurrent)
     if adapter is not None and not (adapter.strip() and Path(adapter).is_dir()):

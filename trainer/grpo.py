@@ -39,7 +39,6 @@ import torch
 from tqdm import tqdm
 
 from trainer import checkpoint, cold_start, distributed
-from trainer.config import TrainConfig
 from trainer.envs import EnvHandle
 from trainer.errors import Interrupted, IterationDropped
 from trainer.losses import group_advantages, grpo_loss
@@ -53,6 +52,7 @@ from trainer.optimize import (
     with_current_logprobs,
 )
 from trainer.rollout import Ending, Episode, Generator, Group, collect
+from trainer.settings import TrainConfig
 
 T = TypeVar("T")
 
@@ -322,7 +322,10 @@ def _rows(
 ) -> list[Row]:
     """The update's rows: every episode of a kept group with its advantage. A hinted
     episode is trained on the plain prompt, its pi_old the current policy's own
-    log-prob there (computed once, so rho starts at 1)."""
+    log-prob there (computed once, so rho starts at 1); so is every episode a
+    separate sampler played (llama.cpp, vLLM), whose log-probs are another
+    engine's numbers for the same policy (TRL scores vLLM's samples so too)."""
+    own = config.backend == "transformers"  # the sampler is the trained model
     kept = [
         (e, float(advantage))
         for group, group_advantage, is_kept in zip(
@@ -334,16 +337,20 @@ def _rows(
     rows = [
         Row(e.tokens, e.mask, e.logprobs, advantage)
         for e, advantage in kept
-        if e.plain_prompt is None
+        if e.plain_prompt is None and own
     ]
-    swapped = [
+    unscored = [
+        Row(e.tokens, e.mask, None, advantage)
+        for e, advantage in kept
+        if e.plain_prompt is None and not own
+    ] + [
         Row(*e.plain(), None, advantage)
         for e, advantage in kept
         if e.plain_prompt is not None
     ]
-    if swapped:
+    if unscored:
         rows += with_current_logprobs(
-            model, swapped, config.temperature, pad, config.minibatch_size
+            model, unscored, config.temperature, pad, config.minibatch_size
         )
     return rows
 

@@ -10,14 +10,20 @@ One sequence at a time: each turn reuses the KV cache of the longest prefix it
 shares with what was evaluated last, so `trainer eval` plays its episodes one
 after another: an episode's next turn evaluates only its new tokens, and the next
 episode only what follows the system prompt and tools. An adapter is a GGUF LoRA
-(`trainer.gguf_lora`) applied at a scale; changing it drops the cache. Several
-sequences decoded together (llama.cpp's multi-sequence batches) are not used yet.
+(`trainer.gguf_lora`) applied at a scale; changing it drops the cache. As GRPO's
+sampler, the policy's adapter is converted from each iteration's checkpoint
+(`use_adapter`), and the trainer scores the sampled tokens itself (pi_old), since
+llama.cpp's log-probs are the quantized model's. Several sequences decoded
+together (llama.cpp's multi-sequence batches) are not used yet.
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
+import shutil
+import tempfile
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -47,6 +53,7 @@ class LlamaCppGenerator:
         import llama_cpp
 
         self.lib = llama_cpp
+        self.model_file = Path(model_file)
         self.llama = llama_cpp.Llama(
             model_path=str(model_file),
             n_ctx=context,
@@ -70,6 +77,26 @@ class LlamaCppGenerator:
         self.rng = np.random.default_rng(seed)
         self.adapters: dict[Path, Any] = {}  # loaded GGUF LoRAs, by file
         self.applied: tuple[tuple[Path, float], ...] = ()
+        self.policy: Path | None = None  # the GRPO policy's converted adapter
+
+    def use_adapter(self, path: str, version: int) -> None:
+        """Sample with the PEFT adapter saved at `path` from now on (GRPO's policy
+        after iteration `version - 1`): converted to a GGUF LoRA in a private
+        folder, the previous version's freed and removed."""
+        from trainer.gguf_lora import base_architecture, convert
+
+        if self.policy is None:
+            self.policy = Path(tempfile.mkdtemp(prefix="trace-llamacpp-policy-"))
+            # removed with the generator, or at exit
+            weakref.finalize(self, shutil.rmtree, self.policy, True)
+        target = self.policy / f"policy-{version}.gguf"
+        convert(Path(path), *base_architecture(self.model_file), target)
+        old = [file for file in self.adapters if file.parent == self.policy]
+        self.use_adapters([(target, 1.0)])
+        for file in old:
+            if file != target:
+                self.lib.llama_adapter_lora_free(self.adapters.pop(file))
+                file.unlink(missing_ok=True)
 
     def use_adapters(self, adapters: Sequence[tuple[Path, float]]) -> None:
         """Decode with these GGUF LoRA files at these scales from now on (none: the

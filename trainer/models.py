@@ -19,9 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from trainer.chat_templates import apply_chat_template
-from trainer.config import TrainConfig
 from trainer.errors import TrainerError, first_line
-from trainer.settings import PRECISION, Precision
+from trainer.settings import PRECISION, Precision, TrainConfig
 
 log = logging.getLogger("trainer.models")
 GGUF_CACHE = Path.home() / ".cache" / "trace-factory" / "gguf"

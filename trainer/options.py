@@ -13,9 +13,8 @@ from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
-from trainer.config import TrainConfig
 from trainer.errors import TrainerError, first_line
-from trainer.settings import RolloutLimits
+from trainer.settings import RolloutLimits, TrainConfig
 
 # Options of both commands that set how long an episode and its calls may run.
 ROLLOUT_SETTINGS = tuple(RolloutLimits.model_fields)

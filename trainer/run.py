@@ -18,13 +18,12 @@ from typing import Any
 from factory.outputs import regular_file, staged, unwritable_as, write_text
 from trainer import checkpoint, distributed, env_calls
 from trainer.chat import ChatFormat
-from trainer.config import TrainConfig
 from trainer.envs import EnvHandle, resolve_envs
 from trainer.errors import TrainerError
 from trainer.grpo import Outcome
-from trainer.reporting import require
 from trainer.rollout import Generator
-from trainer.settings import RolloutLimits
+from trainer.settings import RolloutLimits, TrainConfig
+from trainer.trackers import require
 
 # Written into every --out, so --force only ever starts over in a folder this tool wrote.
 MARKER = ".trace-trainer"
@@ -143,13 +142,18 @@ def check_prompt(
 def make_generator(
     config: TrainConfig, model: Any, tokenizer: Any, base: str
 ) -> Generator:
-    """The sampler of the rollouts: the trained model itself, or a vLLM engine."""
+    """The sampler of the rollouts: the trained model itself, llama.cpp on the GGUF
+    file `base`, or a vLLM engine."""
     from trainer.generation import TransformersGenerator, VLLMGenerator
     from trainer.settings import check_backend
     from trainer.vllm_adapter import legal_rank
 
     if config.backend == "transformers":
         return TransformersGenerator(model, tokenizer, config.generation_batch_size)
+    if config.backend == "llamacpp":
+        from trainer.llamacpp import open_generator
+
+        return open_generator(base, tokenizer)
     check_backend(config.backend)
     from vllm import LLM
 
@@ -184,7 +188,7 @@ class Run:
         from trainer.export import SFT_ONLY, export_adapter
         from trainer.models import mixed_precision
         from trainer.plots import plot_learning_curve
-        from trainer.reporting import open_reporter
+        from trainer.trackers import open_reporter
 
         main = distributed.rank() == 0
         reporter = open_reporter(
@@ -254,8 +258,11 @@ def open_run(
     chat_template: str | None = None,
     resume: bool = False,
     force: bool = False,
+    sampler_model: str | None = None,
 ) -> Run:
-    """Check the output folder, resolve the environment, load and wrap the model."""
+    """Check the output folder, resolve the environment, load and wrap the model;
+    `sampler_model` is the GGUF file llama.cpp samples rollouts from (default
+    `model`, which must then be one)."""
     from trainer.models import load_base, with_lora
 
     envs = [env] if isinstance(env, str) else list(env)
@@ -279,7 +286,7 @@ def open_run(
         config.tool_format,
         config.train_seed(0, 0),
     )
-    generator = make_generator(config, policy, tokenizer, model)
+    generator = make_generator(config, policy, tokenizer, sampler_model or model)
     claim_out(out)
     return Run(
         config, handle, policy, tokenizer, generator, out, model, chat_template, resume

@@ -21,9 +21,9 @@ from trace_pipeline.config import load_config
 from trace_pipeline.context import Context
 from trace_pipeline.stages.collect import play_base
 from trace_pipeline.store import RunFolder
-from trainer.config import EVAL_SEED_BASE
 from trainer.evaluation import mcnemar, rate
 from trainer.models import load_base
+from trainer.settings import EVAL_SEED_BASE
 
 
 def play(context: Context, precision: str, seeds: list[int]) -> tuple[float, list]:

@@ -70,11 +70,10 @@ def main() -> None:
     from router.adapters import AdapterBank
     from router.prompt import BASE
     from router.routed import Task, first_observation, play
-    from trainer.config import EVAL_SEED_BASE
     from trainer.envs import resolve_env
     from trainer.generation import TransformersGenerator
     from trainer.models import mixed_precision
-    from trainer.settings import RolloutLimits
+    from trainer.settings import EVAL_SEED_BASE, RolloutLimits
 
     bank, tokenizer = AdapterBank.load(args.adapters, args.model, args.precision)
     capabilities = bank.capabilities

@@ -31,8 +31,8 @@ import openai
 from factory.settings import add_options
 from router.backends import BaseModelBackend, TransformersBackend
 from router.serve import RoutedChat, make_server
-from trainer.config import TrainConfig
 from trainer.models import load_base
+from trainer.settings import TrainConfig
 
 TOOLS = [
     {

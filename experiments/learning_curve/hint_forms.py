@@ -36,7 +36,7 @@ from typing import Any
 from learning_curve import PROTOCOL, add_run_options, gemma_gguf
 
 from factory.settings import add_options
-from trainer.config import TrainConfig
+from trainer.settings import TrainConfig
 
 SEED_BASE = 2_000_000  # training seeds, far from the demonstrations and evaluation
 ARMS = ("plain", "prose", "call syntax")

@@ -94,7 +94,7 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
 
 def main() -> None:
     from factory.settings import add_options
-    from trainer.config import TrainConfig
+    from trainer.settings import TrainConfig
 
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainer.config import TrainConfig
+from trainer.settings import TrainConfig
 
 
 def sft_control(
@@ -168,8 +168,8 @@ def earlier_cold_start(
     Raises ValueError naming the first setting that differs: another cold start's
     outcomes could not be paired with this run's.
     """
-    from trainer.config import EVAL_SEED_BASE
     from trainer.evaluation import confidence_interval
+    from trainer.settings import EVAL_SEED_BASE
 
     earlier = json.loads(path.read_text())
     settings = json.loads(json.dumps(config.as_dict()))  # tuples as JSON lists
@@ -415,8 +415,8 @@ class LearningCurve:
 
     def measure(self, point: str) -> None:
         """Evaluate the current policy on the evaluation seeds; print and save the row."""
-        from trainer.config import EVAL_SEED_BASE
         from trainer.evaluation import evaluate
+        from trainer.settings import EVAL_SEED_BASE
 
         def keep_wave(report: dict) -> None:
             # Written after every wave, replaced by the next: a cut-off point keeps its seeds.

@@ -27,12 +27,11 @@ from factory.analyze.statistics import wilson
 from factory.outputs import write_json, write_text
 from trace_pipeline.context import phone_target
 from trace_pipeline.targets import phone
-from trainer.config import EVAL_SEED_BASE
 from trainer.evaluation import mcnemar
 from trainer.generation import TransformersGenerator
 from trainer.models import load_adapter, load_base, mixed_precision
 from trainer.rollout import collect
-from trainer.settings import RolloutLimits
+from trainer.settings import EVAL_SEED_BASE, RolloutLimits
 
 BASE = "base"  # a task that needs nothing special
 

@@ -54,8 +54,8 @@ from trace_pipeline.stages.route import (
     package_examples,
 )
 from trace_pipeline.store import RunFolder
-from trainer.config import EVAL_SEED_BASE
 from trainer.evaluation import mcnemar, rate
+from trainer.settings import EVAL_SEED_BASE
 
 Rows = list[tuple[list[dict[str, Any]], str]]
 

@@ -30,8 +30,8 @@ def peak_rss_mb() -> float:
 
 
 def run_ours(model_dir: Path, args: argparse.Namespace) -> dict[str, float]:
-    from trainer.config import TrainConfig
     from trainer.run import open_run
+    from trainer.settings import TrainConfig
     from trainer.tiny import TASK_ID, register_task, system_prompt
 
     register_task(system_prompt(args.system_tokens))

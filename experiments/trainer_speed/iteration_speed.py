@@ -57,9 +57,9 @@ def measure(arm: str, args: argparse.Namespace) -> dict[str, float]:
     from safetensors.torch import load_file
 
     from trainer import grpo, optimize
-    from trainer.config import TrainConfig
     from trainer.generation import TransformersGenerator
     from trainer.run import open_run
+    from trainer.settings import TrainConfig
 
     adapter = Path(args.adapter)
     lora = json.loads((adapter / "adapter_config.json").read_text())

@@ -30,11 +30,11 @@ def measure(arm: str, args: argparse.Namespace) -> dict[str, object]:
     import torch
 
     from trainer import cold_start
-    from trainer.config import TrainConfig
     from trainer.envs import resolve_env
     from trainer.losses import sft_loss
     from trainer.models import load_base, mixed_precision, pad_id, with_lora
     from trainer.optimize import batch_logprobs, optimize
+    from trainer.settings import TrainConfig
 
     base, tokenizer = load_base(
         args.model, chat_template="gemma", precision=args.precision

@@ -48,10 +48,10 @@ def measure(method: str, model_path: str, args: argparse.Namespace) -> dict[str,
     """One forward and backward pass of the GRPO surrogate on a synthetic minibatch."""
     import torch
 
-    from trainer.config import TrainConfig
     from trainer.losses import grpo_loss
     from trainer.models import load_base, mixed_precision, with_lora
     from trainer.optimize import token_logprobs
+    from trainer.settings import TrainConfig
 
     torch.manual_seed(0)
     base, _ = load_base(model_path, chat_template="gemma", precision=args.precision)

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from tests.conftest import ROOT
-from trainer.config import TrainConfig
+from trainer.settings import TrainConfig
 
 # The experiment's scripts import each other as siblings, as they do when run.
 sys.path.insert(0, str(ROOT / "experiments" / "learning_curve"))

@@ -25,11 +25,10 @@ from router.serve import RoutedChat, make_server
 from router.text import TEXT_FILE, fit_text, load_text, save_text
 from router.vllm import write_mix
 from tests.conftest import BASE_ENV, ENVS
-from trainer.config import EVAL_SEED_BASE
 from trainer.envs import resolve_env
 from trainer.generation import TransformersGenerator
 from trainer.models import load_base
-from trainer.settings import RolloutLimits
+from trainer.settings import EVAL_SEED_BASE, RolloutLimits
 
 
 def _each(option: str, values) -> list[str]:

@@ -13,7 +13,7 @@ pytest.importorskip("bfcl_eval")
 from tests.trace_pipeline.contract_play import as_action  # noqa: E402
 from trace_pipeline.targets.check import check_target  # noqa: E402
 from trace_pipeline.targets.contract import ContractEnv  # noqa: E402
-from trainer.config import EVAL_SEED_BASE  # noqa: E402
+from trainer.settings import EVAL_SEED_BASE  # noqa: E402
 
 ENTRY = "trace_pipeline.targets.bfcl:make_target"
 CATEGORIES = ["multi_turn_base", "multi_turn_miss_param", "multi_turn_long_context"]

@@ -1106,7 +1106,8 @@ def test_llamacpp_plays_collect_and_evaluate_with_the_adapters(
 ) -> None:
     """`backend: llamacpp`: the tiny model's GGUF file plays collect and every
     condition of evaluate but re-routing, each adapter converted to a GGUF LoRA and
-    applied at its weight (a mix: each at its share; the TIES merge saved first)."""
+    applied at its weight (a mix: each at its share; the TIES merge saved first);
+    `train.backend: llamacpp`: it samples GRPO's rollouts too."""
     pytest.importorskip("llama_cpp")
     from trace_pipeline.config import load_config
     from trace_pipeline.context import Context
@@ -1114,8 +1115,14 @@ def test_llamacpp_plays_collect_and_evaluate_with_the_adapters(
     from trace_pipeline.store import RunFolder
 
     out = tmp_path / "run"
-    done = _trace("run", str(TINY), "--out", str(out), "--set", "backend=llamacpp")
+    done = _trace("run", str(TINY), "--out", str(out), "--set", "backend=llamacpp",
+                  "--set", "train.backend=llamacpp")  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
+    trained = [
+        json.loads(path.read_text())["training"]["config"]["backend"]
+        for path in (out / "route" / "adapters").glob("*/trace.json")
+    ]
+    assert trained and set(trained) == {"llamacpp"}
     collected = json.loads((out / "collect" / "manifest.json").read_text())
     assert collected["result"]["backend"] == "llamacpp"
     report = json.loads((out / "evaluate" / "report.json").read_text())

@@ -12,7 +12,7 @@ from trace_pipeline.config import PipelineConfig
 from trace_pipeline.errors import PipelineError
 from trace_pipeline.protocol import PROTOCOL, first_seed, frozen_digest, guard, record
 from trace_pipeline.store import MARKED, MARKER, RunFolder
-from trainer.config import DEV_SEED_BASE, EVAL_SEED_BASE
+from trainer.settings import DEV_SEED_BASE, EVAL_SEED_BASE
 
 
 def _folder(root: Path) -> RunFolder:

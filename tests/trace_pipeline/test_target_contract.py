@@ -18,7 +18,7 @@ from trace_pipeline.targets.contract import (
     TargetError,
     split_of,
 )
-from trainer.config import EVAL_SEED_BASE
+from trainer.settings import EVAL_SEED_BASE
 
 ROOT = Path(__file__).resolve().parents[2]
 ERRANDS = ROOT / "examples" / "targets" / "errands" / "errands.py"

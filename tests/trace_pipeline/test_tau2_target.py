@@ -13,7 +13,7 @@ import pytest
 from trace_pipeline.config import PipelineConfig
 from trace_pipeline.context import Context
 from trace_pipeline.store import RunFolder
-from trainer.config import EVAL_SEED_BASE
+from trainer.settings import EVAL_SEED_BASE
 
 STANDINS = Path(__file__).resolve().parents[1] / "standins"
 

@@ -7,10 +7,9 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.trainer.test_rollout import ScriptedGenerator
-from trainer.config import EVAL_SEED_BASE, TrainConfig
 from trainer.envs import resolve_env
 from trainer.evaluation import confidence_interval, evaluate, mcnemar, mcnemar_power
-from trainer.settings import RolloutLimits
+from trainer.settings import EVAL_SEED_BASE, RolloutLimits, TrainConfig
 
 
 def test_evaluation_plays_its_seeds_in_waves_of_concurrent_episodes(

@@ -9,8 +9,8 @@ import torch
 
 from tests.conftest import NO_TOOL_ROLE, assert_fresh_logprobs
 from trainer.chat import ChatFormat
-from trainer.config import TrainConfig
 from trainer.errors import TrainerError
+from trainer.settings import TrainConfig
 
 
 def test_chat_format_falls_back_when_the_template_has_no_tool_role(

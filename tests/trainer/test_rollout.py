@@ -10,12 +10,11 @@ import pytest
 import torch
 
 from tests.conftest import ROOT, assert_fresh_logprobs
-from trainer.config import TrainConfig
 from trainer.envs import resolve_env
 from trainer.errors import TrainerError
 from trainer.generation import VLLMGenerator
 from trainer.rollout import Ending, Sample, collect
-from trainer.settings import RolloutLimits
+from trainer.settings import RolloutLimits, TrainConfig
 
 
 class ScriptedGenerator:

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from trainer.config import TrainConfig
 from trainer.errors import TrainerError
-from trainer.settings import RolloutLimits
+from trainer.settings import RolloutLimits, TrainConfig
 
 
 @pytest.mark.parametrize(
@@ -51,8 +50,7 @@ def test_bad_rollout_limits_are_refused(change, message) -> None:
 
 
 def test_temperature_0_is_greedy_for_evaluation_and_refused_for_training() -> None:
-    from trainer.config import TrainConfig
-    from trainer.settings import RolloutLimits
+    from trainer.settings import RolloutLimits, TrainConfig
 
     assert RolloutLimits(temperature=0.0).temperature == 0
     with pytest.raises(TrainerError, match="greedy"):

@@ -11,13 +11,12 @@ import torch
 from tests.conftest import NO_TOOL_ROLE, ROOT
 from trainer import cold_start, grpo
 from trainer.chat import ChatFormat, tool_listing
-from trainer.config import EVAL_SEED_BASE, TrainConfig
 from trainer.envs import resolve_env
 from trainer.errors import TrainerError
 from trainer.generation import TransformersGenerator
 from trainer.models import load_base, with_lora
 from trainer.rollout import Sample, collect
-from trainer.settings import RolloutLimits
+from trainer.settings import EVAL_SEED_BASE, RolloutLimits, TrainConfig
 
 PHONE = str(ROOT / "generated_envs" / "permission_error_recovery")
 

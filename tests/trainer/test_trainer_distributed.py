@@ -16,7 +16,7 @@ WORKER = textwrap.dedent(
     from pathlib import Path
     import torch
     from trainer import distributed, grpo
-    from trainer.config import TrainConfig
+    from trainer.settings import TrainConfig
     from trainer.envs import resolve_env
     from trainer.generation import TransformersGenerator
     from trainer.models import load_base, with_lora

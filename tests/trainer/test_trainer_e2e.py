@@ -13,12 +13,12 @@ from safetensors.torch import load_file
 from tests.conftest import ROOT
 from trainer import grpo
 from trainer.cli import main
-from trainer.config import TrainConfig
 from trainer.envs import resolve_env
 from trainer.export import SFT_ONLY
 from trainer.generation import TransformersGenerator
 from trainer.models import load_base, with_lora
 from trainer.run import open_run
+from trainer.settings import TrainConfig
 from trainer.tiny import TASK_ID, register_task
 from trainer.vllm_adapter import folder_problems
 
@@ -189,10 +189,10 @@ def test_equal_reward_groups_never_reach_a_forward_pass(
 def test_sigterm_stops_after_the_checkpoint_and_exits_143(
     tiny_model_dir, tmp_path, monkeypatch, capsys
 ) -> None:
-    from trainer import reporting
+    from trainer import trackers
 
     monkeypatch.setattr(
-        reporting._Nowhere,
+        trackers._Nowhere,
         "log",
         lambda self, i, row: os.kill(os.getpid(), signal.SIGTERM),
     )

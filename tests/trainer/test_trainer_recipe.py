@@ -11,13 +11,13 @@ import torch
 
 from tests.conftest import NO_TOOL_ROLE, ROOT
 from trainer import cold_start, env_calls, grpo
-from trainer.config import EVAL_SEED_BASE, TrainConfig
 from trainer.envs import resolve_env
 from trainer.errors import TrainerError
 from trainer.generation import TransformersGenerator
 from trainer.losses import grpo_loss, sft_loss
 from trainer.models import load_base, with_lora
 from trainer.optimize import Batch, Row, Supervised, batch_logprobs, optimize
+from trainer.settings import EVAL_SEED_BASE, TrainConfig
 
 PACKAGE = str(ROOT / "generated_envs" / "permission_error_recovery")
 

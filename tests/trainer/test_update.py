@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from trainer.config import TrainConfig
+from trainer.settings import TrainConfig
 
 
 def test_warm_up_raises_the_learning_rate_linearly_and_continues_after_a_resume() -> (

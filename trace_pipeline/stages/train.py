@@ -21,7 +21,7 @@ from trace_pipeline.executors import Job, run_jobs
 from trace_pipeline.store import read_output
 
 if TYPE_CHECKING:
-    from trainer.config import TrainConfig
+    from trainer.settings import TrainConfig
 
 
 def generated_envs(context: Context) -> dict[str, str]:
@@ -36,7 +36,7 @@ def generated_envs(context: Context) -> dict[str, str]:
 
 def train_config(context: Context) -> TrainConfig:
     """The TrainConfig every adapter of this run is trained with."""
-    from trainer.config import TrainConfig
+    from trainer.settings import TrainConfig
 
     train = context.config.train.model_dump(exclude={"own_env_episodes"})
     rollout = context.config.rollout.model_dump(exclude={"temperature"})
@@ -81,6 +81,7 @@ def train_adapter(
             adapter,
             chat_template=context.config.chat_template,
             resume=resume,
+            sampler_model=context.gguf_path if config.backend == "llamacpp" else None,
         )
         outcome, _ = run.execute()
     except TrainerError as exc:
@@ -125,11 +126,11 @@ def own_env_job(
     greedily, every row in one stream (a job): `folder/own_env.json` holds each
     adapter's success before and after training."""
     from router.adapters import AdapterBank, row_config
-    from trainer.config import EVAL_SEED_BASE
     from trainer.envs import resolve_env
     from trainer.evaluation import report_of
     from trainer.models import mixed_precision
     from trainer.rollout import collect
+    from trainer.settings import EVAL_SEED_BASE
 
     bank_folder = folder / "adapters"
     for name, job in adapters.items():

@@ -48,7 +48,7 @@ from gymnasium import spaces
 from factory.runtime import State, ToolError, Toolkit
 from factory.runtime.actions import MAX_ACTION_CHARS, parse_action
 from factory.runtime.env import MAX_OBSERVATION_CHARS, STOP_MESSAGE, run_call, snapshot
-from trainer.config import DEV_SEED_BASE, EVAL_SEED_BASE
+from trainer.settings import DEV_SEED_BASE, EVAL_SEED_BASE
 
 ENV_ID = "trace/ContractTarget-v0"
 SPLITS = ("analysis", "dev", "test")

@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 
 from tests.conftest import ROOT
 from trainer.cli import main
-from trainer.config import EVAL_SEED_BASE
+from trainer.compare import Report, compare, read_report
 from trainer.errors import TrainerError
-from trainer.reports import Report, compare, read_report
+from trainer.settings import EVAL_SEED_BASE
 
 ENV = "trace/PermissionErrorRecovery-v0"
 

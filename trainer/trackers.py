@@ -1,4 +1,4 @@
-"""Where each iteration's metrics go besides metrics.jsonl: TensorBoard or Weights & Biases.
+"""Trackers: where iteration metrics go besides metrics.jsonl (TensorBoard, W&B).
 
 `--report-to none|tensorboard|wandb`, as TRL and transformers' Trainer spell it.
 The library is imported when the run starts, so a missing one is a clear error

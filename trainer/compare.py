@@ -21,8 +21,8 @@ from pydantic import (
     ValidationError,
 )
 
-from trainer.config import EVAL_SEED_BASE
 from trainer.errors import TrainerError, first_line
+from trainer.settings import EVAL_SEED_BASE
 
 MAX_REPORT_BYTES = 50 << 20  # a million seeds' outcomes fit in far less
 
