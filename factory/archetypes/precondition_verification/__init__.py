@@ -1,4 +1,4 @@
-"""Precondition verification: Checking that the policy allows a state-changing action (eligibility, ownership) before running it, and refusing when it does not."""
+"""Precondition verification: Checking that the policy or the user's condition allows a state-changing action (eligibility, ownership, a time not yet passed) before running it, and refusing when it does not."""
 
 from factory.archetypes.registry import Archetype
 
@@ -8,7 +8,7 @@ ARCHETYPE = Archetype(
     id="precondition_verification",
     title="Precondition verification",
     description=(
-        "Checking that the policy allows a state-changing action (eligibility, ownership) before running it, and refusing when it does not."
+        "Checking that the policy or the user's condition allows a state-changing action (eligibility, ownership, a time not yet passed) before running it, and refusing when it does not."
     ),
     lacking_behaviour=(
         "runs every requested state-changing action without checking that the policy allows it"

@@ -1,4 +1,4 @@
-"""Structured data reasoning: Reading nested tool results correctly: picking the right field of a per-cabin price table or a variant's options and availability, and computing totals from them."""
+"""Structured data reasoning: Reading nested tool results correctly: picking the right field of a per-cabin price table, a variant's options and availability, or a location or clock reading, and computing totals from them."""
 
 from factory.archetypes.registry import Archetype
 
@@ -8,7 +8,7 @@ ARCHETYPE = Archetype(
     id="structured_data_reasoning",
     title="Structured data reasoning",
     description=(
-        "Reading nested tool results correctly: picking the right field of a per-cabin price table or a variant's options and availability, and computing totals from them."
+        "Reading nested tool results correctly: picking the right field of a per-cabin price table, a variant's options and availability, or a location or clock reading, and computing totals from them."
     ),
     lacking_behaviour=(
         "misreads the nested record (the wrong cabin's price, or a variant that is not available) and acts and reports on the wrong value"
