@@ -332,7 +332,10 @@ def llamacpp_backend(settings: RouterSettings) -> Any:
         settings.task_tokens,
         settings.prompt_format,
     )
-    scorer = LlamaCppScorer(open_generator(settings.model, tokenizer), prompt)
+    # one sequence: every routing prompt shares the static prefix
+    scorer = LlamaCppScorer(
+        open_generator(settings.model, tokenizer, sequences=1), prompt
+    )
     scorer.calibrate(settings.calibration)
     folder = capabilities.folder
     text = _fitted(

@@ -5,14 +5,15 @@ Two llama.cpp contexts on one memory-mapped model (its weights are shared): one
 scores routing prompts on the base model, keeping the static prefix in its KV
 cache; the other decodes replies under each request's route, its adapters the
 GGUF LoRA files `trainer.gguf_lora` converts, mixed at llama.cpp's scales (the
-sum of the scaled LoRA updates, as the adapter bank mixes them). Requests are
-decoded one after another, each reusing the KV cache of the longest prefix it
-shares with the last (a conversation's next turn, or the next conversation's
-policy and tools).
+sum of the scaled LoRA updates, as the adapter bank mixes them). The requests of
+a route that ask for the same max_tokens and temperature decode together, each
+in a llama.cpp sequence that keeps its KV cache (a conversation's next turn
+evaluates only its new tokens).
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +82,7 @@ class LlamaCppBackend:
         return self.router.route(messages, self.mode)
 
     def open(self, route: Route, chat: bool) -> OneShot:
-        """Requests of one route, decoded one after another on its adapters."""
+        """Requests of one route, decoded on its adapters."""
         if not chat:
             raise RouterError(
                 "/v1/completions is not served by --backend llamacpp; use "
@@ -92,34 +93,45 @@ class LlamaCppBackend:
     def complete(
         self, batch: list[Pending], route: Route
     ) -> list[Completion | Exception]:
-        """Each request's reply (a request's own failure is its answer alone)."""
+        """Each request's reply (a request's own failure is its answer alone); the
+        requests asking for the same max_tokens and temperature decode together."""
         self.decoder.use_adapters(
             [
                 (self.files[name], weight)
                 for name, weight in sorted(route.weights.items())
             ]
         )
-        answers: list[Completion | Exception] = []
-        for pending in batch:
+        answers: list[Completion | Exception | None] = [None] * len(batch)
+        alike: dict[tuple[int, float], list[tuple[int, list[int]]]] = defaultdict(list)
+        for index, pending in enumerate(batch):
             try:
-                answers.append(self._one(pending))
+                ids = self._prompt(pending)
             except Exception as error:  # noqa: BLE001 - that request's error alone
-                answers.append(error)
-        return answers
+                answers[index] = error
+                continue
+            alike[pending.request.budget, pending.temperature].append((index, ids))
+        for (budget, temperature), rows in alike.items():
+            samples = self.decoder.generate(
+                [ids for _, ids in rows], budget, temperature
+            )
+            for (index, ids), sample in zip(rows, samples, strict=True):
+                answers[index] = self._completion(ids, sample.tokens, budget)
+        return [answer for answer in answers if answer is not None]
 
-    def _one(self, pending: Pending) -> Completion:
+    def _prompt(self, pending: Pending) -> list[int]:
+        """The request's prompt tokens, refused if they and its budget overflow."""
         request = pending.request
         ids = ChatFormat(self.tokenizer, request.tools or [], self.tool_format).prompt(
             pending.messages
         )
-        budget = request.budget
-        if len(ids) + budget > self.decoder.context:
+        if len(ids) + request.budget > self.decoder.context:
             raise RouterError(
-                f"the prompt ({len(ids)} tokens) plus max_tokens ({budget}) exceeds "
-                f"llama.cpp's context of {self.decoder.context} tokens; shorten it"
+                f"the prompt ({len(ids)} tokens) plus max_tokens ({request.budget}) "
+                f"exceeds llama.cpp's context of {self.decoder.context} tokens; shorten it"
             )
-        (sample,) = self.decoder.generate([ids], budget, pending.temperature)
-        tokens = sample.tokens
+        return ids
+
+    def _completion(self, ids: list[int], tokens: list[int], budget: int) -> Completion:
         text = self.tokenizer.decode(tokens, skip_special_tokens=True)
         ended = bool(tokens) and (
             tokens[-1] in self.decoder.stops

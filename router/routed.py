@@ -120,7 +120,7 @@ def play(
     limits: RolloutLimits,
     tool_format: str,
     progress: str | None = None,
-    one_at_a_time: bool = False,
+    wave: int = 0,
 ) -> list[Episode]:
     """One episode per task, task i played with configuration `weights[i]` held throughout.
 
@@ -128,9 +128,9 @@ def play(
     one batch, whatever their environments, each row under its task's
     configuration. Any other plays one batch per configuration, made live by
     `activate(weights)` (`AdapterBank.activate_weights`, the vLLM generator's
-    LoRARequest, llama.cpp's LoRA scales), or with `one_at_a_time` one episode
-    after another (llama.cpp: each turn reuses the KV cache of the turn before).
-    `progress` names a bar of finished episodes (per batch).
+    LoRARequest, llama.cpp's LoRA scales), `wave` episodes at a time if given
+    (llama.cpp: as many as it has sequences, each keeping its KV cache from turn
+    to turn). `progress` names a bar of finished episodes.
     """
     if getattr(generator, "configure", None) is not None:
         configs = [row_config(w) for w in weights]
@@ -147,8 +147,8 @@ def play(
     for index, chosen in enumerate(weights):
         batches[Route("play", "", chosen).key].append(index)
     played: list[Episode | None] = [None] * len(tasks)
-    # one by one, one bar over all the episodes (not one per episode)
-    bar = progress if not one_at_a_time else None
+    # in waves, one bar over all the episodes (not one per wave)
+    bar = progress if not wave else None
     overall = tqdm(
         total=len(tasks),
         desc=progress,
@@ -157,7 +157,8 @@ def play(
     )
     for indices in batches.values():
         activate(weights[indices[0]])
-        for batch in [[i] for i in indices] if one_at_a_time else [indices]:
+        step = wave or len(indices)
+        for batch in [indices[i : i + step] for i in range(0, len(indices), step)]:
             episodes = _together(
                 [tasks[i] for i in batch],
                 lambda *_: None,

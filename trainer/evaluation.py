@@ -228,10 +228,10 @@ def evaluate_model(
         tokenizer = load_tokenizer(model, chat_template)
         check_prompt(handle, tokenizer, limits, tool_format, EVAL_SEED_BASE)
         adapters = [Path(adapter)] if adapter else []
-        # one sequence at a time: episodes one after another, so that each turn
-        # extends the previous one and only its new tokens are evaluated
+        # as many episodes at once as llama.cpp has sequences, each keeping its
+        # KV cache, so that each turn evaluates only its new tokens
         generator = open_generator(model, tokenizer, adapters)
-        report = play(generator, tokenizer, concurrent=1)
+        report = play(generator, tokenizer, concurrent=generator.sequences)
     elif backend == "transformers":
         base, tokenizer = load_base(
             model, chat_template=chat_template, precision=precision

@@ -6,15 +6,15 @@ faster on a CPU (experiments/inference_speed). The prompts are token ids from th
 project's own tokenizer (read from the same GGUF file, so the ids are llama.cpp's
 too), so chat templates and tool formats are the transformers path's exactly.
 
-One sequence at a time: each turn reuses the KV cache of the longest prefix it
-shares with what was evaluated last, so `trainer eval` plays its episodes one
-after another: an episode's next turn evaluates only its new tokens, and the next
-episode only what follows the system prompt and tools. An adapter is a GGUF LoRA
-(`trainer.gguf_lora`) applied at a scale; changing it drops the cache. As GRPO's
-sampler, the policy's adapter is converted from each iteration's checkpoint
-(`use_adapter`), and the trainer scores the sampled tokens itself (pi_old), since
-llama.cpp's log-probs are the quantized model's. Several sequences decoded
-together (llama.cpp's multi-sequence batches) are not used yet.
+Several sequences decoded together (llama.cpp's multi-sequence batches), each in
+a slot that keeps its KV cache: a turn goes to the slot sharing the longest
+prefix with it (or takes a copy of another slot's cache where that one shares
+more), so an episode's next turn evaluates only its new tokens, and a new
+episode only what follows the system prompt and tools. An adapter is a GGUF
+LoRA (`trainer.gguf_lora`) applied at a scale; changing it drops the caches. As
+GRPO's sampler, the policy's adapter is converted from each iteration's
+checkpoint (`use_adapter`), and the trainer scores the sampled tokens itself
+(pi_old), since llama.cpp's log-probs are the quantized model's.
 """
 
 from __future__ import annotations
@@ -35,11 +35,22 @@ from trainer.generation import STOP_STRINGS, cut_sample, stop_string_ended
 from trainer.rollout import Sample
 from trainer.settings import check_backend
 
-CONTEXT = 8192  # tokens of KV cache; a longer conversation is refused before it runs
+CONTEXT = (
+    8192  # tokens of KV cache per sequence; a longer one is refused before it runs
+)
+SEQUENCES = 8  # sequences decoded together (each keeps its own KV cache)
+BATCH = 512  # prompt tokens evaluated per llama_decode call
 
 
 class LlamaCppGenerator:
-    """The `Generator` of rollouts and evaluation, decoded by llama.cpp."""
+    """The `Generator` of rollouts and evaluation, decoded by llama.cpp.
+
+    `sequences` slots, each a llama.cpp sequence with its own KV cache: a turn's
+    prompt goes to the free slot whose cache shares the longest prefix with it
+    (its episode's last turn, or another episode's policy and tools), only what
+    follows that prefix is evaluated, and the slots' turns then decode together,
+    one token of each per `llama_decode` call (llama.cpp's multi-sequence batch).
+    """
 
     def __init__(
         self,
@@ -48,20 +59,38 @@ class LlamaCppGenerator:
         context: int = CONTEXT,
         seed: int = 0,
         stop_strings: Sequence[str] = STOP_STRINGS,
+        sequences: int = SEQUENCES,
     ) -> None:
         check_backend("llamacpp")  # the error every backend gives for a missing package
         import llama_cpp
 
         self.lib = llama_cpp
         self.model_file = Path(model_file)
+        threads = len(os.sched_getaffinity(0))
+        # The model's loader (its context is never used: the slots have their own)
         self.llama = llama_cpp.Llama(
-            model_path=str(model_file),
-            n_ctx=context,
-            n_batch=512,
-            n_threads=len(os.sched_getaffinity(0)),
-            seed=seed,
-            verbose=False,
+            model_path=str(model_file), n_ctx=32, n_threads=threads, verbose=False
         )
+        params = llama_cpp.llama_context_default_params()
+        params.n_ctx = context * sequences
+        params.n_batch = params.n_ubatch = BATCH
+        params.n_seq_max = sequences
+        params.n_threads = params.n_threads_batch = threads
+        params.kv_unified = False  # each sequence attends to its own cache alone
+        # as llama-cpp-python's default: CPU flash attention accumulates in half
+        # precision, moving log-probs in the third decimal from transformers'
+        params.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
+        self.ctx = llama_cpp.llama_init_from_model(self.llama.model, params)
+        if not self.ctx:
+            raise TrainerError(
+                f"llama.cpp cannot make a context of {sequences} x {context} tokens "
+                f"for {model_file}; free memory or lower the sequences"
+            )
+        weakref.finalize(self, llama_cpp.llama_free, self.ctx)
+        self.memory = llama_cpp.llama_get_memory(self.ctx)
+        self.batch = llama_cpp.llama_batch_init(BATCH, 0, 1)
+        weakref.finalize(self, llama_cpp.llama_batch_free, self.batch)
+        self.held: list[list[int]] = [[] for _ in range(sequences)]  # each slot's cache
         self.vocabulary_size = self.llama.n_vocab()
         vocabulary = llama_cpp.llama_model_get_vocab(self.llama.model)
         # every end-of-generation token of the model (end of turn, of text), and the
@@ -78,6 +107,12 @@ class LlamaCppGenerator:
         self.adapters: dict[Path, Any] = {}  # loaded GGUF LoRAs, by file
         self.applied: tuple[tuple[Path, float], ...] = ()
         self.policy: Path | None = None  # the GRPO policy's converted adapter
+
+    @property
+    def sequences(self) -> int:
+        """How many sequences decode together (episodes played at once should be
+        at most this many, or their caches displace each other every turn)."""
+        return len(self.held)
 
     def use_adapter(self, path: str, version: int) -> None:
         """Sample with the PEFT adapter saved at `path` from now on (GRPO's policy
@@ -100,7 +135,7 @@ class LlamaCppGenerator:
 
     def use_adapters(self, adapters: Sequence[tuple[Path, float]]) -> None:
         """Decode with these GGUF LoRA files at these scales from now on (none: the
-        base model); the KV cache was computed under the old ones, so it is dropped."""
+        base model); the KV caches were computed under the old ones, so they go."""
         llama_cpp = self.lib
         wanted = tuple((Path(path), float(scale)) for path, scale in adapters)
         if wanted == self.applied:
@@ -117,12 +152,11 @@ class LlamaCppGenerator:
             *(self.adapters[path] for path, _ in wanted)
         )
         scales = (ctypes.c_float * len(wanted))(*(scale for _, scale in wanted))
-        if llama_cpp.llama_set_adapters_lora(
-            self.llama.ctx, pointers, len(wanted), scales
-        ):
+        if llama_cpp.llama_set_adapters_lora(self.ctx, pointers, len(wanted), scales):
             raise TrainerError("llama.cpp cannot apply the LoRA files " + str(wanted))
         self.applied = wanted
-        self.llama.reset()  # n_tokens = 0: nothing of the cache is reused
+        llama_cpp.llama_memory_clear(self.memory, True)
+        self.held = [[] for _ in self.held]
 
     def generate(
         self,
@@ -131,46 +165,112 @@ class LlamaCppGenerator:
         temperature: float,
         resume: bool = False,
     ) -> list[Sample]:
-        """One turn per prompt, one prompt after another (`resume` changes nothing:
-        the shared prefix is found by comparing token ids)."""
-        return [self._turn(list(p), max_new_tokens, temperature) for p in prompts]
-
-    def _turn(self, prompt: list[int], budget: int, temperature: float) -> Sample:
-        if len(prompt) + budget > self.context:
-            raise TrainerError(
-                f"a prompt of {len(prompt)} tokens and {budget} new ones exceed "
-                f"llama.cpp's context of {self.context}"
+        """One turn per prompt, up to `sequences` decoded together (`resume` changes
+        nothing: the shared prefixes are found by comparing token ids)."""
+        for prompt in prompts:
+            if len(prompt) + max_new_tokens > self.context:
+                raise TrainerError(
+                    f"a prompt of {len(prompt)} tokens and {max_new_tokens} new ones "
+                    f"exceed llama.cpp's context of {self.context}"
+                )
+        wave = len(self.held)
+        return [
+            sample
+            for start in range(0, len(prompts), wave)
+            for sample in self._wave(
+                [list(p) for p in prompts[start : start + wave]],
+                max_new_tokens,
+                temperature,
             )
-        llama = self.llama
-        self._evaluate(prompt)
-        tokens: list[int] = []
-        logprobs: list[float] = []
-        while len(tokens) < budget:
-            token, logprob = self._draw(temperature)
-            tokens.append(token)
-            logprobs.append(logprob)
-            if token in self.stops or (
-                self.stop_strings
-                and stop_string_ended(self.tokenizer, tokens, self.stop_strings)
-            ):
-                break
-            llama.eval([token])
-        return cut_sample(
-            tokens, logprobs, self.stops, self.tokenizer, self.stop_strings
+        ]
+
+    def _wave(
+        self, prompts: list[list[int]], budget: int, temperature: float
+    ) -> list[Sample]:
+        """At most one prompt per slot: each evaluated in its slot, then every
+        turn decoded together until each stops."""
+        slots = self._assign(prompts)
+        tokens: list[list[int]] = [[] for _ in prompts]
+        logprobs: list[list[float]] = [[] for _ in prompts]
+        for row, (slot, prompt) in enumerate(zip(slots, prompts, strict=True)):
+            self._evaluate(slot, prompt)
+            self._take(row, self._draw(-1, temperature), tokens, logprobs)
+        live = [
+            row for row in range(len(prompts)) if not self._done(tokens[row], budget)
+        ]
+        while live:
+            self._decode([(tokens[row][-1], slots[row]) for row in live], True)
+            for index, row in enumerate(live):
+                self._take(row, self._draw(index, temperature), tokens, logprobs)
+            live = [row for row in live if not self._done(tokens[row], budget)]
+        return [
+            cut_sample(t, p, self.stops, self.tokenizer, self.stop_strings)
+            for t, p in zip(tokens, logprobs, strict=True)
+        ]
+
+    def _assign(self, prompts: list[list[int]]) -> list[int]:
+        """A slot per prompt: the free one whose cache shares the longest prefix."""
+        free, slots = set(range(len(self.held))), []
+        for prompt in prompts:
+            slot = max(sorted(free), key=lambda s: _shared(self.held[s], prompt))
+            free.discard(slot)
+            slots.append(slot)
+        return slots
+
+    def _take(
+        self,
+        row: int,
+        drawn: tuple[int, float],
+        tokens: list[list[int]],
+        logprobs: list[list[float]],
+    ) -> None:
+        tokens[row].append(drawn[0])
+        logprobs[row].append(drawn[1])
+
+    def _done(self, tokens: list[int], budget: int) -> bool:
+        """Whether a turn stopped: its budget spent, an end token, a stop string."""
+        return (
+            len(tokens) >= budget
+            or tokens[-1] in self.stops
+            or bool(self.stop_strings)
+            and stop_string_ended(self.tokenizer, tokens, self.stop_strings)
         )
 
-    def _evaluate(self, prompt: list[int]) -> None:
-        """Bring the KV cache to `prompt`, evaluating only what follows the longest
-        prefix it shares with what was evaluated last (the last token always runs:
-        its logits are the next token's)."""
-        llama = self.llama
-        held = llama.input_ids[: llama.n_tokens].tolist()
-        shared = next(
-            (i for i, (a, b) in enumerate(zip(held, prompt, strict=False)) if a != b),
-            min(len(held), len(prompt)),
-        )
-        llama.n_tokens = min(shared, len(prompt) - 1)
-        llama.eval(prompt[llama.n_tokens :])
+    def _evaluate(self, slot: int, prompt: list[int]) -> None:
+        """Bring `slot`'s cache to `prompt`, evaluating only what follows the prefix
+        it already holds (the last token always runs: its logits are the next
+        token's)."""
+        source = max(range(len(self.held)), key=lambda s: _shared(self.held[s], prompt))
+        if _shared(self.held[source], prompt) > _shared(self.held[slot], prompt):
+            # another slot holds more of it (the policy and tools another episode
+            # evaluated): its cache is copied whole (llama.cpp copies between
+            # sequences' caches only whole), then cut where they differ
+            self.lib.llama_memory_seq_rm(self.memory, slot, -1, -1)
+            self.lib.llama_memory_seq_cp(self.memory, source, slot, -1, -1)
+            self.held[slot] = list(self.held[source])
+        keep = min(_shared(self.held[slot], prompt), len(prompt) - 1)
+        self.lib.llama_memory_seq_rm(self.memory, slot, keep, -1)
+        self.held[slot] = prompt[:keep]
+        rest = prompt[keep:]
+        for start in range(0, len(rest), BATCH):
+            chunk = rest[start : start + BATCH]
+            self._decode([(t, slot) for t in chunk], start + len(chunk) == len(rest))
+
+    def _decode(self, entries: list[tuple[int, int]], logits: bool) -> None:
+        """One `llama_decode` of (token, slot) entries, each at its slot's next
+        position; the logits kept are every entry's when several slots decode,
+        else the last one's."""
+        batch, several = self.batch, len({slot for _, slot in entries}) > 1
+        batch.n_tokens = len(entries)
+        for i, (token, slot) in enumerate(entries):
+            batch.token[i] = token
+            batch.pos[i] = len(self.held[slot])
+            batch.n_seq_id[i] = 1
+            batch.seq_id[i][0] = slot
+            batch.logits[i] = logits and (several or i == len(entries) - 1)
+            self.held[slot].append(token)
+        if self.lib.llama_decode(self.ctx, batch):
+            raise TrainerError("llama.cpp could not decode a batch (out of KV cache?)")
 
     def next_logprobs(self, prompt: list[int]) -> np.ndarray:
         """The log-probs of every token following `prompt` (the router's label
@@ -180,22 +280,24 @@ class LlamaCppGenerator:
                 f"a prompt of {len(prompt)} tokens does not fit llama.cpp's context "
                 f"of {self.context}"
             )
-        self._evaluate(prompt)
-        logits = self._logits()
+        (slot,) = self._assign([prompt])
+        self._evaluate(slot, prompt)
+        logits = self._logits(-1)
         return logits - np.logaddexp.reduce(logits)
 
-    def _logits(self) -> np.ndarray:
-        """The last evaluated position's logits."""
+    def _logits(self, index: int) -> np.ndarray:
+        """The logits of the `index`-th entry of the last batch (-1: its last)."""
         return np.ctypeslib.as_array(
-            self.lib.llama_get_logits_ith(self.llama.ctx, -1),
+            self.lib.llama_get_logits_ith(self.ctx, index),
             shape=(self.vocabulary_size,),
         ).astype(np.float64)
 
-    def _draw(self, temperature: float) -> tuple[int, float]:
-        """The next token and its log-prob under the sampling distribution (greedy at
-        temperature 0, where the log-prob is the model's own)."""
+    def _draw(self, index: int, temperature: float) -> tuple[int, float]:
+        """The next token after the `index`-th entry of the last batch and its
+        log-prob under the sampling distribution (greedy at temperature 0, where
+        the log-prob is the model's own)."""
         vocabulary = self.vocabulary_size
-        logits = self._logits()
+        logits = self._logits(index)
         scaled = logits / temperature if temperature > 0 else logits
         logprobs = scaled - np.logaddexp.reduce(scaled)
         if temperature > 0:
@@ -205,11 +307,22 @@ class LlamaCppGenerator:
         return token, float(logprobs[token])
 
 
+def _shared(held: list[int], prompt: list[int]) -> int:
+    """How many leading tokens two sequences share."""
+    return next(
+        (i for i, (a, b) in enumerate(zip(held, prompt, strict=False)) if a != b),
+        min(len(held), len(prompt)),
+    )
+
+
 def open_generator(
-    model: str, tokenizer: Any, adapters: Sequence[Path] = ()
+    model: str,
+    tokenizer: Any,
+    adapters: Sequence[Path] = (),
+    sequences: int = SEQUENCES,
 ) -> LlamaCppGenerator:
-    """llama.cpp on the GGUF file `model`, with `adapters` (PEFT folders, converted
-    to GGUF LoRA and cached) applied at scale 1."""
+    """llama.cpp on the GGUF file `model` with `sequences` slots, with `adapters`
+    (PEFT folders, converted to GGUF LoRA and cached) applied at scale 1."""
     from trainer.gguf_lora import lora_file
 
     path = Path(model)
@@ -219,7 +332,7 @@ def open_generator(
             "(`trace model NAME` writes one)"
         )
     files = [lora_file(Path(adapter), path) for adapter in adapters]
-    generator = LlamaCppGenerator(path, tokenizer)
+    generator = LlamaCppGenerator(path, tokenizer, sequences=sequences)
     if len(tokenizer) > generator.vocabulary_size:
         raise TrainerError(
             f"--backend llamacpp: the chat template adds tokens {model} does not have "

@@ -106,8 +106,6 @@ def test_trainer_eval_plays_through_llamacpp(
 def test_llamacpp_is_refused_where_it_does_not_decode(
     tiny_model_dir: Path, capsys
 ) -> None:
-    with pytest.raises(TrainerError, match="llamacpp decodes evaluation"):
-        TrainConfig(backend="llamacpp")
     register_task()
     code = trainer_main(
         ["eval", "--env", TASK_ID, "--model", str(tiny_model_dir), "--backend", "llamacpp",
@@ -222,3 +220,42 @@ def test_grpo_samples_its_rollouts_through_llamacpp(
     ]
     kept = [round((1 - m["dropped_groups"]) * 2) * 4 for m in metrics]  # episodes
     assert sum(kept) > 0 and scored == [k for k in kept if k]
+
+
+def test_sequences_decoded_together_give_each_ones_turn_alone(tiny_gguf: Path) -> None:
+    """Greedy turns of five prompts through two slots (three waves) are the turns each
+    prompt gets alone in a fresh generator; a next turn goes to the slot holding its
+    conversation and evaluates only its new tokens (and the reply's last token,
+    which was sampled, never decoded)."""
+    from trainer.llamacpp import LlamaCppGenerator
+    from trainer.models import load_tokenizer
+
+    tokenizer = load_tokenizer(str(tiny_gguf))
+    prompts = [
+        tokenizer.encode(
+            f"<|im_start|>user\nhello {'there ' * i}<|im_end|>\n<|im_start|>assistant\n"
+        )
+        for i in range(5)
+    ]
+    together = LlamaCppGenerator(tiny_gguf, tokenizer, context=512, sequences=2)
+    turns = together.generate(prompts, 10, 0.0)
+    alone = [
+        LlamaCppGenerator(tiny_gguf, tokenizer, context=512, sequences=1).generate(
+            [prompt], 10, 0.0
+        )[0]
+        for prompt in prompts
+    ]
+    assert [t.tokens for t in turns] == [t.tokens for t in alone]
+    assert all(t.tokens for t in turns)
+    more = tokenizer.encode("<|im_start|>user\nmore<|im_end|>\n")
+    evaluated: list[int] = []
+    decode = together._decode
+
+    def counted(entries, logits) -> None:
+        evaluated.append(len(entries))
+        decode(entries, logits)
+
+    together._decode = counted
+    # the slots hold prompts 4 and 2 (each wave's prompt took the slot sharing most)
+    together.generate([prompts[i] + turns[i].tokens + more for i in (2, 4)], 10, 0.0)
+    assert evaluated[:2] == [len(more) + 1, len(more) + 1]

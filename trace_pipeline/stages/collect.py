@@ -114,27 +114,29 @@ def play_base(
 
 def play_llama(context: Context, seeds: list[int]) -> list[Any]:
     """One episode of the base model per seed, decoded by llama.cpp (`backend:
-    llamacpp`) one episode after another, so each turn reuses the KV cache of the
-    turn before it."""
+    llamacpp`) as many at once as it has sequences, each keeping its KV cache
+    from turn to turn."""
     from tqdm import tqdm
 
     from trainer.rollout import collect
 
     generator, tokenizer = context.llama()
     generator.use_adapters([])
-    return [
-        group
-        for seed in tqdm(seeds, desc="collect", unit="episode")
-        for group in collect(
-            context.target(),
-            generator,
-            tokenizer,
-            [seed],
-            1,
-            context.limits(),
-            context.config.rollout.tool_format,
-        )
-    ]
+    step, groups = generator.sequences, []
+    with tqdm(total=len(seeds), desc="collect", unit="episode") as bar:
+        for start in range(0, len(seeds), step):
+            wave = seeds[start : start + step]
+            groups += collect(
+                context.target(),
+                generator,
+                tokenizer,
+                wave,
+                1,
+                context.limits(),
+                context.config.rollout.tool_format,
+            )
+            bar.update(len(wave))
+    return groups
 
 
 def shard_job(context: Context, folder: Path, seeds: list[int]) -> None:
