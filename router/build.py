@@ -60,6 +60,21 @@ def _fitted(
     return fitted
 
 
+def routing_prompt(
+    capabilities: CapabilitySet, tokenizer: Any, settings: RoutingSettings
+) -> Any:
+    """The routing prompt of `capabilities` as `settings` shape it."""
+    from router.prompt import RoutingPrompt
+
+    return RoutingPrompt(
+        capabilities,
+        tokenizer,
+        settings.example_tokens,
+        settings.task_tokens,
+        settings.prompt_format,
+    )
+
+
 def load(
     settings: RouterSettings,
     need_mode: str | None = None,
@@ -71,20 +86,13 @@ def load(
     over), probe, text router and router; `need_mode` (a fitted one) must be available."""
     from router.adapters import AdapterBank
     from router.probe import load_probe
-    from router.prompt import RoutingPrompt
     from router.routed import Router
     from router.scorer import LabelScorer
     from router.text import load_text
 
     bank, tokenizer = AdapterBank.load(settings.adapters, settings.model, precision)
     capabilities = bank.capabilities
-    prompt = RoutingPrompt(
-        capabilities,
-        tokenizer,
-        settings.example_tokens,
-        settings.task_tokens,
-        settings.prompt_format,
-    )
+    prompt = routing_prompt(capabilities, tokenizer, settings)
     scorer = LabelScorer(bank.model, prompt)
     scorer.calibrate(settings.calibration, requests)
     folder = capabilities.folder
@@ -208,20 +216,13 @@ def vllm_prompt(settings: RouterSettings) -> tuple[CapabilitySet, Any, Any]:
     without the model's weights (the vLLM paths leave those to vLLM)."""
     from transformers import AutoTokenizer
 
-    from router.prompt import RoutingPrompt
     from trainer.chat_templates import apply_chat_template
 
     capabilities = load_capabilities(settings.adapters, settings.model)
     tokenizer = AutoTokenizer.from_pretrained(settings.model)
     if capabilities.chat_template:
         apply_chat_template(tokenizer, capabilities.chat_template)
-    prompt = RoutingPrompt(
-        capabilities,
-        tokenizer,
-        settings.example_tokens,
-        settings.task_tokens,
-        settings.prompt_format,
-    )
+    prompt = routing_prompt(capabilities, tokenizer, settings)
     return capabilities, tokenizer, prompt
 
 
@@ -302,7 +303,6 @@ def llamacpp_backend(settings: RouterSettings) -> Any:
     base model, replies under each route's GGUF LoRA files (converted once, here,
     so no request waits for it); without adapters, the plain base model."""
     from router.llamacpp import LlamaCppBackend, LlamaCppScorer
-    from router.prompt import RoutingPrompt
     from router.routed import Router
     from router.text import load_text
     from trainer.gguf_lora import lora_file
@@ -325,13 +325,7 @@ def llamacpp_backend(settings: RouterSettings) -> Any:
     decoder = open_generator(settings.model, tokenizer)
     model = Path(settings.model)
     files = {c.name: lora_file(c.path, model) for c in capabilities.capabilities}
-    prompt = RoutingPrompt(
-        capabilities,
-        tokenizer,
-        settings.example_tokens,
-        settings.task_tokens,
-        settings.prompt_format,
-    )
+    prompt = routing_prompt(capabilities, tokenizer, settings)
     # one sequence: every routing prompt shares the static prefix
     scorer = LlamaCppScorer(
         open_generator(settings.model, tokenizer, sequences=1), prompt
