@@ -86,15 +86,24 @@ def _example_kit(spec: CapabilitySpec, kit: Toolkit) -> str:
 
 
 def shown_example(spec: CapabilitySpec, kit: Toolkit) -> tuple[str, str]:
-    """The built-in task module shown as the worked example (name, source): one on
-    the example kit that trains another capability than `spec`'s, so the answer
-    cannot be the example itself."""
+    """The built-in task module shown as the worked example (name, source): the
+    longest one on the example kit (the most of the runtime's helpers in use) that
+    trains another capability than `spec`'s, so the answer cannot be the example
+    itself."""
     kit_id = _example_kit(spec, kit)
-    for archetype in archetypes().values():
-        if kit_id in archetype.kits and archetype.id != spec.name:
-            path = archetype.task_source(kit_id)
-            return f"{archetype.id}/{kit_id}.py", path.read_text(encoding="utf-8")
-    raise FactoryError(f"no built-in task module on kit '{kit_id}' to show the model")
+    shown = {
+        f"{archetype.id}/{kit_id}.py": archetype.task_source(kit_id).read_text(
+            encoding="utf-8"
+        )
+        for archetype in archetypes().values()
+        if kit_id in archetype.kits and archetype.id != spec.name
+    }
+    if not shown:
+        raise FactoryError(
+            f"no built-in task module on kit '{kit_id}' to show the model"
+        )
+    name = max(sorted(shown), key=lambda n: shown[n].count("\n"))
+    return name, shown[name]
 
 
 # Built-in task modules on one kit share at most 0.39 of their code lines (measured
