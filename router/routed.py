@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from tqdm import tqdm
 
 from router.adapters import row_config
 from router.errors import RouterError
@@ -120,7 +119,6 @@ def play(
     limits: RolloutLimits,
     tool_format: str,
     progress: str | None = None,
-    wave: int = 0,
 ) -> list[Episode]:
     """One episode per task, task i played with configuration `weights[i]` held throughout.
 
@@ -128,9 +126,8 @@ def play(
     one batch, whatever their environments, each row under its task's
     configuration. Any other plays one batch per configuration, made live by
     `activate(weights)` (`AdapterBank.activate_weights`, the vLLM generator's
-    LoRARequest, llama.cpp's LoRA scales), `wave` episodes at a time if given
-    (llama.cpp: as many as it has sequences, each keeping its KV cache from turn
-    to turn). `progress` names a bar of finished episodes.
+    LoRARequest, llama.cpp's LoRA scales). `progress` names a bar of finished
+    episodes (per batch).
     """
     if getattr(generator, "configure", None) is not None:
         configs = [row_config(w) for w in weights]
@@ -147,31 +144,19 @@ def play(
     for index, chosen in enumerate(weights):
         batches[Route("play", "", chosen).key].append(index)
     played: list[Episode | None] = [None] * len(tasks)
-    # in waves, one bar over all the episodes (not one per wave)
-    bar = progress if not wave else None
-    overall = tqdm(
-        total=len(tasks),
-        desc=progress,
-        unit="episode",
-        disable=bar is not None or not progress,
-    )
     for indices in batches.values():
         activate(weights[indices[0]])
-        step = wave or len(indices)
-        for batch in [indices[i : i + step] for i in range(0, len(indices), step)]:
-            episodes = _together(
-                [tasks[i] for i in batch],
-                lambda *_: None,
-                generator,
-                tokenizer,
-                limits,
-                tool_format,
-                bar,
-            )
-            for index, episode in zip(batch, episodes, strict=True):
-                played[index] = episode
-            overall.update(len(batch))
-    overall.close()
+        episodes = _together(
+            [tasks[i] for i in indices],
+            lambda *_: None,
+            generator,
+            tokenizer,
+            limits,
+            tool_format,
+            progress,
+        )
+        for index, episode in zip(indices, episodes, strict=True):
+            played[index] = episode
     return [e for e in played if e is not None]
 
 

@@ -228,10 +228,8 @@ def evaluate_model(
         tokenizer = load_tokenizer(model, chat_template)
         check_prompt(handle, tokenizer, limits, tool_format, EVAL_SEED_BASE)
         adapters = [Path(adapter)] if adapter else []
-        # as many episodes at once as llama.cpp has sequences, each keeping its
-        # KV cache, so that each turn evaluates only its new tokens
         generator = open_generator(model, tokenizer, adapters)
-        report = play(generator, tokenizer, concurrent=generator.sequences)
+        report = play(generator, tokenizer)
     elif backend == "transformers":
         base, tokenizer = load_base(
             model, chat_template=chat_template, precision=precision

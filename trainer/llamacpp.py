@@ -35,9 +35,7 @@ from trainer.generation import STOP_STRINGS, cut_sample, stop_string_ended
 from trainer.rollout import Sample
 from trainer.settings import check_backend
 
-CONTEXT = (
-    8192  # tokens of KV cache per sequence; a longer one is refused before it runs
-)
+CONTEXT = 8192  # tokens of KV cache per sequence (a longer turn is refused)
 SEQUENCES = 8  # sequences decoded together (each keeps its own KV cache)
 BATCH = 512  # prompt tokens evaluated per llama_decode call
 
@@ -192,16 +190,23 @@ class LlamaCppGenerator:
         slots = self._assign(prompts)
         tokens: list[list[int]] = [[] for _ in prompts]
         logprobs: list[list[float]] = [[] for _ in prompts]
+
+        def take(row: int, index: int) -> None:
+            """Row `row`'s next token, from the last batch's `index`-th logits."""
+            token, logprob = self._draw(index, temperature)
+            tokens[row].append(token)
+            logprobs[row].append(logprob)
+
         for row, (slot, prompt) in enumerate(zip(slots, prompts, strict=True)):
             self._evaluate(slot, prompt)
-            self._take(row, self._draw(-1, temperature), tokens, logprobs)
+            take(row, -1)
         live = [
             row for row in range(len(prompts)) if not self._done(tokens[row], budget)
         ]
         while live:
             self._decode([(tokens[row][-1], slots[row]) for row in live], True)
             for index, row in enumerate(live):
-                self._take(row, self._draw(index, temperature), tokens, logprobs)
+                take(row, index)
             live = [row for row in live if not self._done(tokens[row], budget)]
         return [
             cut_sample(t, p, self.stops, self.tokenizer, self.stop_strings)
@@ -217,16 +222,6 @@ class LlamaCppGenerator:
             slots.append(slot)
         return slots
 
-    def _take(
-        self,
-        row: int,
-        drawn: tuple[int, float],
-        tokens: list[list[int]],
-        logprobs: list[list[float]],
-    ) -> None:
-        tokens[row].append(drawn[0])
-        logprobs[row].append(drawn[1])
-
     def _done(self, tokens: list[int], budget: int) -> bool:
         """Whether a turn stopped: its budget spent, an end token, a stop string."""
         return (
@@ -240,15 +235,16 @@ class LlamaCppGenerator:
         """Bring `slot`'s cache to `prompt`, evaluating only what follows the prefix
         it already holds (the last token always runs: its logits are the next
         token's)."""
-        source = max(range(len(self.held)), key=lambda s: _shared(self.held[s], prompt))
-        if _shared(self.held[source], prompt) > _shared(self.held[slot], prompt):
+        shares = [_shared(held, prompt) for held in self.held]
+        source = max(range(len(shares)), key=shares.__getitem__)
+        if shares[source] > shares[slot]:
             # another slot holds more of it (the policy and tools another episode
             # evaluated): its cache is copied whole (llama.cpp copies between
             # sequences' caches only whole), then cut where they differ
             self.lib.llama_memory_seq_rm(self.memory, slot, -1, -1)
             self.lib.llama_memory_seq_cp(self.memory, source, slot, -1, -1)
-            self.held[slot] = list(self.held[source])
-        keep = min(_shared(self.held[slot], prompt), len(prompt) - 1)
+            shares[slot] = shares[source]
+        keep = min(shares[slot], len(prompt) - 1)
         self.lib.llama_memory_seq_rm(self.memory, slot, keep, -1)
         self.held[slot] = prompt[:keep]
         rest = prompt[keep:]

@@ -301,7 +301,10 @@ def collect(
     the first `hinted` episodes of each group see `hints[seed]` in their system
     message (hint injection; the rest play plain). `config_of(episode)`, asked
     before each turn, names the configuration the turn is decoded under (see
-    `Turns`), so episodes of several configurations share one batch.
+    `Turns`), so episodes of several configurations share one batch. A generator
+    that keeps the caches of only so many sequences (llama.cpp's slots) says how
+    many in `sequences`; the episodes then play in waves of that many, so none
+    displaces another's cache between its turns.
     """
     groups: list[Group] = []
     chats: dict[int, ChatFormat] = {}
@@ -333,17 +336,19 @@ def collect(
         config = config_of(episode) if config_of is not None else None
         flight.submit(key, episode.tokens, limits.max_new_tokens, config)
 
-    for key, episode in enumerate(episodes):
-        if not episode.done:
-            submit(key, episode)
-    while flight.live:
-        for key, sample in flight.step():
-            episode = episodes[key]
-            _advance(episode, sample, chats[id(episode)], limits)
-            if episode.done:
-                bar.update(1)
-            else:
-                submit(key, episode)
+    wave = getattr(generator, "sequences", None) or len(episodes) or 1
+    for start in range(0, len(episodes), wave):
+        for key in range(start, min(start + wave, len(episodes))):
+            if not episodes[key].done:
+                submit(key, episodes[key])
+        while flight.live:
+            for key, sample in flight.step():
+                episode = episodes[key]
+                _advance(episode, sample, chats[id(episode)], limits)
+                if episode.done:
+                    bar.update(1)
+                else:
+                    submit(key, episode)
     bar.close()
     return groups
 

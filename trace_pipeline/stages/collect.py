@@ -116,27 +116,20 @@ def play_llama(context: Context, seeds: list[int]) -> list[Any]:
     """One episode of the base model per seed, decoded by llama.cpp (`backend:
     llamacpp`) as many at once as it has sequences, each keeping its KV cache
     from turn to turn."""
-    from tqdm import tqdm
-
     from trainer.rollout import collect
 
     generator, tokenizer = context.llama()
     generator.use_adapters([])
-    step, groups = generator.sequences, []
-    with tqdm(total=len(seeds), desc="collect", unit="episode") as bar:
-        for start in range(0, len(seeds), step):
-            wave = seeds[start : start + step]
-            groups += collect(
-                context.target(),
-                generator,
-                tokenizer,
-                wave,
-                1,
-                context.limits(),
-                context.config.rollout.tool_format,
-            )
-            bar.update(len(wave))
-    return groups
+    return collect(
+        context.target(),
+        generator,
+        tokenizer,
+        seeds,
+        1,
+        context.limits(),
+        context.config.rollout.tool_format,
+        "collect",
+    )
 
 
 def shard_job(context: Context, folder: Path, seeds: list[int]) -> None:

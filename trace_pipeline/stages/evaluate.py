@@ -190,7 +190,6 @@ def play_job(
             context.limits(),
             routed_model(context)[0].capabilities.tool_format(tokenizer),
             progress="evaluate",
-            wave=generator.sequences,
         )
     else:
         with _rows(context) as (bank, tokenizer, _, generator):
