@@ -298,10 +298,13 @@ def vllm_backend(settings: RouterSettings) -> Any:
     )  # fmt: skip
 
 
-def llamacpp_backend(settings: RouterSettings) -> Any:
+def llamacpp_backend(
+    settings: RouterSettings, batch_size: int = GENERATION_BATCH_SIZE
+) -> Any:
     """Routing and decoding by llama.cpp on the GGUF model: label log-probs on the
     base model, replies under each route's GGUF LoRA files (converted once, here,
-    so no request waits for it); without adapters, the plain base model."""
+    so no request waits for it) in `batch_size` sequences; without adapters, the
+    plain base model."""
     from router.llamacpp import LlamaCppBackend, LlamaCppScorer
     from router.routed import Router
     from router.text import load_text
@@ -316,13 +319,13 @@ def llamacpp_backend(settings: RouterSettings) -> Any:
         )
     if settings.adapters is None:
         tokenizer = load_tokenizer(settings.model)
-        decoder = open_generator(settings.model, tokenizer)
+        decoder = open_generator(settings.model, tokenizer, sequences=batch_size)
         return LlamaCppBackend(
             decoder, tokenizer, settings.tool_format, None, settings.mode, None, {}
         )
     capabilities = load_capabilities(settings.adapters, settings.model)
     tokenizer = load_tokenizer(settings.model, capabilities.chat_template)
-    decoder = open_generator(settings.model, tokenizer)
+    decoder = open_generator(settings.model, tokenizer, sequences=batch_size)
     model = Path(settings.model)
     files = {c.name: lora_file(c.path, model) for c in capabilities.capabilities}
     prompt = routing_prompt(capabilities, tokenizer, settings)
@@ -354,7 +357,7 @@ def served_backend(
     llamacpp), the base model, a vLLM server (`backend` vllm), or the adapter
     bank, local weights in `precision`, `batch_size` rows decoded together."""
     if backend == "llamacpp":
-        return llamacpp_backend(settings)
+        return llamacpp_backend(settings, batch_size)
     if settings.adapters is None:
         return base_backend(settings, precision, batch_size)
     if backend == "vllm":

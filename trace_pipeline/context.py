@@ -109,7 +109,9 @@ class Context:
             from trainer.models import load_tokenizer
 
             tokenizer = load_tokenizer(self.model_path, self.config.chat_template)
-            generator = open_generator(self.gguf_path, tokenizer)
+            generator = open_generator(
+                self.gguf_path, tokenizer, sequences=self.config.generation_batch_size
+            )
             self.loaded["llama"] = (generator, tokenizer)
         return self.loaded["llama"]
 

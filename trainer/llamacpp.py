@@ -33,10 +33,9 @@ import numpy as np
 from trainer.errors import TrainerError
 from trainer.generation import STOP_STRINGS, cut_sample, stop_string_ended
 from trainer.rollout import Sample
-from trainer.settings import check_backend
+from trainer.settings import GENERATION_BATCH_SIZE, check_backend
 
 CONTEXT = 8192  # tokens of KV cache per sequence (a longer turn is refused)
-SEQUENCES = 8  # sequences decoded together (each keeps its own KV cache)
 BATCH = 512  # prompt tokens evaluated per llama_decode call
 
 
@@ -57,7 +56,7 @@ class LlamaCppGenerator:
         context: int = CONTEXT,
         seed: int = 0,
         stop_strings: Sequence[str] = STOP_STRINGS,
-        sequences: int = SEQUENCES,
+        sequences: int = GENERATION_BATCH_SIZE,
     ) -> None:
         check_backend("llamacpp")  # the error every backend gives for a missing package
         import llama_cpp
@@ -315,7 +314,7 @@ def open_generator(
     model: str,
     tokenizer: Any,
     adapters: Sequence[Path] = (),
-    sequences: int = SEQUENCES,
+    sequences: int = GENERATION_BATCH_SIZE,
 ) -> LlamaCppGenerator:
     """llama.cpp on the GGUF file `model` with `sequences` slots, with `adapters`
     (PEFT folders, converted to GGUF LoRA and cached) applied at scale 1."""

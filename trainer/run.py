@@ -153,7 +153,7 @@ def make_generator(
     if config.backend == "llamacpp":
         from trainer.llamacpp import open_generator
 
-        return open_generator(base, tokenizer)
+        return open_generator(base, tokenizer, sequences=config.generation_batch_size)
     check_backend(config.backend)
     from vllm import LLM
 

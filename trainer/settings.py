@@ -197,8 +197,9 @@ class TrainConfig(RolloutLimits):
     )
     generation_batch_size: int = setting(
         GENERATION_BATCH_SIZE,
-        "rows decoded together (transformers backend): prompts per generate call; "
-        "`router serve`: requests per batch, 1 serves one at a time",
+        "rows decoded together: prompts per generate call (transformers), sequences "
+        "each keeping its KV cache (llamacpp); `router serve`: requests per batch, 1 "
+        "serves one at a time",
         ge=1,
         le=10**6,
     )

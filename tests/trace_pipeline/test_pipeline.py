@@ -1104,10 +1104,12 @@ def test_a_capability_is_either_included_or_an_untargeted_control() -> None:
 def test_llamacpp_plays_collect_and_evaluate_with_the_adapters(
     finished: Path, tmp_path: Path, own_packages: None
 ) -> None:
-    """`backend: llamacpp`: the tiny model's GGUF file plays collect and every
-    condition of evaluate but re-routing, each adapter converted to a GGUF LoRA and
-    applied at its weight (a mix: each at its share; the TIES merge saved first);
-    `train.backend: llamacpp`: it samples GRPO's rollouts too."""
+    """`backend: llamacpp`: the tiny model's GGUF file plays collect, the
+    own-environment checks and every condition of evaluate (re-routing, which only
+    transformers plays, left out), each adapter converted to a GGUF LoRA and applied
+    at its weight (a mix: each at its share; the TIES merge saved first), in 3
+    sequences (`generation_batch_size`); `train.backend: llamacpp`: it samples
+    GRPO's rollouts too."""
     pytest.importorskip("llama_cpp")
     from trace_pipeline.config import load_config
     from trace_pipeline.context import Context
@@ -1116,17 +1118,21 @@ def test_llamacpp_plays_collect_and_evaluate_with_the_adapters(
 
     out = tmp_path / "run"
     done = _trace("run", str(TINY), "--out", str(out), "--set", "backend=llamacpp",
-                  "--set", "train.backend=llamacpp")  # fmt: skip
+                  "--set", "train.backend=llamacpp", "--set", "route.reroute_from=none",
+                  "--set", "generation_batch_size=3")  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     trained = [
         json.loads(path.read_text())["training"]["config"]["backend"]
         for path in (out / "route" / "adapters").glob("*/trace.json")
     ]
     assert trained and set(trained) == {"llamacpp"}
+    assert "on their own environments (llamacpp)" in done.stderr
     collected = json.loads((out / "collect" / "manifest.json").read_text())
     assert collected["result"]["backend"] == "llamacpp"
     report = json.loads((out / "evaluate" / "report.json").read_text())
-    assert report["backend"]["every other condition"] == "llamacpp"
+    # every condition through llama.cpp, re-routing (transformers) not played
+    assert report["backend"] == {"every condition": "llamacpp"}
+    assert "rerouting" not in report and "(the last re-routing)" not in done.stderr
     assert {"base model", "TIES merge", "prompted base", "routed: top-p"} <= set(
         report["success"]
     )
@@ -1138,8 +1144,9 @@ def test_llamacpp_plays_collect_and_evaluate_with_the_adapters(
             self.applied.append([(path.suffix, scale) for path, scale in adapters])
 
     config = load_config(TINY)
-    config.backend = "llamacpp"
+    config.backend, config.generation_batch_size = "llamacpp", 3
     context = Context(config, RunFolder(out), TINY)
+    assert context.llama()[0].sequences == 3
     evaluate.routed_model(context)
     recorder = Recorder()
     mix = {"date_time_recovery": 0.25, "permission_error_recovery": 0.75}

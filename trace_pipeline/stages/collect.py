@@ -94,7 +94,7 @@ def play_base(
     progress: str = "collect",
 ) -> list[Any]:
     """One episode of `model` per seed on the target under the run's rollout limits,
-    in one batch at `precision` (collect's shards; `experiments/inference_speed/bf16_episodes.py`)."""
+    in batches of `generation_batch_size` rows at `precision` (collect's shards; `experiments/inference_speed/bf16_episodes.py`)."""
     from trainer.generation import TransformersGenerator
     from trainer.models import mixed_precision
     from trainer.rollout import collect
@@ -102,7 +102,9 @@ def play_base(
     with mixed_precision(precision, model):
         return collect(
             context.target(),
-            TransformersGenerator(model, tokenizer, batch_size=len(seeds)),
+            TransformersGenerator(
+                model, tokenizer, batch_size=context.config.generation_batch_size
+            ),
             tokenizer,
             seeds,
             1,

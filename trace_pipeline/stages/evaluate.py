@@ -159,7 +159,14 @@ def _rows(context: Context) -> Iterator[tuple[Any, Any, Any, Any]]:
     bank, tokenizer, router, _ = routed_model(context)
     try:
         with mixed_precision(context.config.precision, bank.model):
-            yield bank, tokenizer, router, bank.generator(tokenizer)
+            yield (
+                bank,
+                tokenizer,
+                router,
+                bank.generator(
+                    tokenizer, batch_size=context.config.generation_batch_size
+                ),
+            )
     finally:
         bank.configure_rows(None)
 
@@ -391,34 +398,37 @@ def run(context: Context, out: Path) -> dict[str, Any]:
                 arguments,
             )
         )
-    from_base = context.config.route.reroute_from == "base"
-    first = [
-        {"mode": "base", "target": BASE, "adapters": {}}
-        if from_base
-        else {"mode": r.mode, "target": r.target, "adapters": r.weights}
-        for r in plan.routes[REROUTE_MODE]
-    ]
-    rerouting = {"seeds": seeds, "first": first}
-    jobs.append(
-        Job(
-            "evaluate",
-            rerouting
-            | inputs
-            | {
-                "route": digest(context.folder.manifest("route")),
-                "route_config": context.config.section("route"),
-            },
-            f"{__name__}:rerouting_job",
-            rerouting,
+    reroute_from = context.config.route.reroute_from
+    if reroute_from != "none":
+        first = [
+            {"mode": "base", "target": BASE, "adapters": {}}
+            if reroute_from == "base"
+            else {"mode": r.mode, "target": r.target, "adapters": r.weights}
+            for r in plan.routes[REROUTE_MODE]
+        ]
+        rerouting = {"seeds": seeds, "first": first}
+        jobs.append(
+            Job(
+                "evaluate",
+                rerouting
+                | inputs
+                | {
+                    "route": digest(context.folder.manifest("route")),
+                    "route_config": context.config.section("route"),
+                },
+                f"{__name__}:rerouting_job",
+                rerouting,
+            )
         )
-    )
     context.say(
         f"evaluate: {len(chosen)} held-out tasks, {len(names)} adapters; "
         f"{len(plan.configurations)} configurations"
         + (" and the prompted base" if context.config.baselines.prompted else "")
-        + f" in {len(jobs) - 1} jobs, and re-routing"
+        + f" in {len(jobs)} jobs"
+        + (" (the last re-routing)" if reroute_from != "none" else "")
     )
-    *played, rerouted = run_jobs(context, jobs)
+    played = run_jobs(context, jobs)
+    rerouted = played.pop() if reroute_from != "none" else None
     episodes: dict[str, dict[int, dict[str, Any]]] = {}  # transcripts by key, seed
     folders = {}
     for done in played:
@@ -450,15 +460,24 @@ def run(context: Context, out: Path) -> dict[str, Any]:
             [(r["success"], r["reward"]) for r in per_condition[PROMPTED]],
             ("base model", report["best_single"]),
         )
-    rows = {r["seed"]: r for r in _played(rerouted)}
-    rerouted_name = add_rerouting(
-        report,
-        chosen,
-        [(rows[s]["success"], rows[s]["reward"]) for s in seeds],
-        [rows[s]["routes"] for s in seeds],
-        REROUTE_MODE,
-        from_base,
-    )
+    report["transcripts"] = folders
+    report["backend"] = {"every condition": context.config.backend}
+    if rerouted is not None:
+        rows = {r["seed"]: r for r in _played(rerouted)}
+        rerouted_name = add_rerouting(
+            report,
+            chosen,
+            [(rows[s]["success"], rows[s]["reward"]) for s in seeds],
+            [rows[s]["routes"] for s in seeds],
+            REROUTE_MODE,
+            reroute_from == "base",
+        )
+        per_condition[rerouted_name] = [rows[s] for s in seeds]
+        report["transcripts"]["re-routed on errors"] = rerouted.folder.name
+        report["backend"] = {  # what decoded the episodes
+            "re-routed on errors": "transformers",
+            "every other condition": context.config.backend,
+        }
     sft = dict(controls(baselines))
     untargeted = [b for b in baselines if b.startswith(UNTARGETED)]
     for mode in report["routing"]:
@@ -478,12 +497,6 @@ def run(context: Context, out: Path) -> dict[str, Any]:
             report, better, "base model"
         )
     report["paired"] = with_holm(report["paired"])
-    report["transcripts"] = {**folders, "re-routed on errors": rerouted.folder.name}
-    report["backend"] = {  # what decoded the episodes
-        "re-routed on errors": "transformers",
-        "every other condition": context.config.backend,
-    }
-    per_condition[rerouted_name] = [rows[s] for s in seeds]
     report["trajectories"] = trajectory_records(context, per_condition, out)
     write_json(out / "report.json", report)
     (out / "report.md").write_text(markdown(report), encoding="utf-8")

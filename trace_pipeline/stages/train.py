@@ -43,7 +43,12 @@ def train_config(context: Context) -> TrainConfig:
     # A minibatch holds at most one iteration's episodes.
     episodes = train["groups"] * train["group_size"]
     train["minibatch_size"] = min(train["minibatch_size"], episodes)
-    return TrainConfig(**train, **rollout, precision=context.config.precision)
+    return TrainConfig(
+        **train,
+        **rollout,
+        precision=context.config.precision,
+        generation_batch_size=context.config.generation_batch_size,
+    )
 
 
 def train_adapter(
@@ -123,43 +128,25 @@ def own_env_job(
 ) -> None:
     """The base model and each adapter (`adapters`: name -> its train job's folder)
     on the first evaluation seeds of the adapter's own environment (`envs`),
-    greedily, every row in one stream (a job): `folder/own_env.json` holds each
+    greedily, by the run's backend (a job): `folder/own_env.json` holds each
     adapter's success before and after training."""
-    from router.adapters import AdapterBank, row_config
     from trainer.envs import resolve_env
     from trainer.evaluation import report_of
-    from trainer.models import mixed_precision
-    from trainer.rollout import collect
     from trainer.settings import EVAL_SEED_BASE
 
-    bank_folder = folder / "adapters"
-    for name, job in adapters.items():
-        shutil.copytree(
-            context.folder.root / ".jobs" / job / "adapter",
-            bank_folder / name,
-            ignore=shutil.ignore_patterns("checkpoint"),
-        )
-    bank, tokenizer = AdapterBank.load(
-        bank_folder, context.model_path, context.config.precision
-    )
     seeds = [EVAL_SEED_BASE + i for i in range(context.config.train.own_env_episodes)]
-    rows = [  # (adapter, "before" or "after", environment, seed, configuration)
-        (name, when, resolve_env(envs[name]), seed, row_config(weights))
+    rows = [  # (adapter, "before" or "after", environment, seed)
+        (name, when, resolve_env(envs[name]), seed)
         for name in adapters
-        for when, weights in (("before", {}), ("after", {name: 1.0}))
+        for when in ("before", "after")
         for seed in seeds
     ]
-    with mixed_precision(context.config.precision, bank.model):
-        groups = collect(
-            [env for _, _, env, _, _ in rows],
-            bank.generator(tokenizer),
-            tokenizer,
-            [seed for *_, seed, _ in rows],
-            1,
-            context.limits(),
-            bank.capabilities.tool_format(tokenizer),
-            config_of=lambda episode: rows[episode.group][-1],
-        )
+    trained = {
+        name: context.folder.root / ".jobs" / job / "adapter"
+        for name, job in adapters.items()
+    }
+    play = _own_env_llama if context.config.backend == "llamacpp" else _own_env_bank
+    groups = play(context, folder, trained, rows)
     result: dict[str, dict[str, Any]] = {name: {} for name in adapters}
     for name in adapters:
         for when in ("before", "after"):
@@ -174,8 +161,76 @@ def own_env_job(
                 for k in ("episodes", "success_rate", "success_ci95", "outcomes")
             }
             context.say(f"train: {name}: own environment {when} {_rate(report)}")
-    shutil.rmtree(bank_folder)
     write_json(folder / "own_env.json", result)
+
+
+def _own_env_bank(
+    context: Context, folder: Path, trained: dict[str, Path], rows: list[tuple]
+) -> list[Any]:
+    """The own-environment rows in one transformers stream, each decoded under its
+    configuration of an adapter bank (the base model before, its adapter after)."""
+    from router.adapters import AdapterBank, row_config
+    from trainer.models import mixed_precision
+    from trainer.rollout import collect
+
+    bank_folder = folder / "adapters"
+    for name, adapter in trained.items():
+        shutil.copytree(
+            adapter, bank_folder / name, ignore=shutil.ignore_patterns("checkpoint")
+        )
+    bank, tokenizer = AdapterBank.load(
+        bank_folder, context.model_path, context.config.precision
+    )
+    configs = [
+        row_config({} if when == "before" else {name: 1.0}) for name, when, *_ in rows
+    ]
+    with mixed_precision(context.config.precision, bank.model):
+        groups = collect(
+            [env for _, _, env, _ in rows],
+            bank.generator(tokenizer, batch_size=context.config.generation_batch_size),
+            tokenizer,
+            [seed for *_, seed in rows],
+            1,
+            context.limits(),
+            bank.capabilities.tool_format(tokenizer),
+            config_of=lambda episode: configs[episode.group],
+        )
+    shutil.rmtree(bank_folder)
+    return groups
+
+
+def _own_env_llama(
+    context: Context, folder: Path, trained: dict[str, Path], rows: list[tuple]
+) -> list[Any]:
+    """The own-environment rows on llama.cpp: the base model's together, then each
+    adapter's under its GGUF LoRA (llama.cpp applies one set of adapters at a time)."""
+    from trainer.gguf_lora import lora_file
+    from trainer.rollout import collect
+
+    generator, tokenizer = context.llama()
+    groups: list[Any] = [None] * len(rows)
+    model = Path(context.gguf_path)
+    for name in (None, *trained):  # None: the base model, every row "before"
+        wanted = ("before",) if name is None else (name, "after")
+        chosen = [
+            i
+            for i, (owner, when, *_) in enumerate(rows)
+            if (when,) == wanted or (owner, when) == wanted
+        ]
+        files = [] if name is None else [lora_file(trained[name], model)]
+        generator.use_adapters([(file, 1.0) for file in files])
+        played = collect(
+            [rows[i][2] for i in chosen],
+            generator,
+            tokenizer,
+            [rows[i][3] for i in chosen],
+            1,
+            context.limits(),
+            context.config.rollout.tool_format,
+        )
+        for i, group in zip(chosen, played, strict=True):
+            groups[i] = group
+    return groups
 
 
 def _rate(report: dict[str, Any]) -> str:
@@ -218,13 +273,13 @@ def run(context: Context, out: Path) -> dict[str, Any]:
         inputs = {
             "adapters": folders,
             "config": context.config.section(
-                "model", "chat_template", "precision", "rollout",
+                "model", "chat_template", "precision", "backend", "rollout",
                 "train.own_env_episodes",
             ),
         }  # fmt: skip
         context.say(
             f"train: {len(trained)} adapters and the base model on their own "
-            "environments, in one batch"
+            f"environments ({context.config.backend})"
         )
         (done,) = run_jobs(
             context, [Job("own-env", inputs, f"{__name__}:own_env_job", arguments)]
