@@ -16,7 +16,8 @@ from trace_pipeline.targets.contract import ContractEnv  # noqa: E402
 from trainer.settings import EVAL_SEED_BASE  # noqa: E402
 
 ENTRY = "trace_pipeline.targets.bfcl:make_target"
-CATEGORIES = ["multi_turn_base", "multi_turn_miss_param", "multi_turn_long_context"]
+CATEGORIES = ["multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param",
+              "multi_turn_long_context"]  # fmt: skip
 
 
 def _play(env: ContractEnv, seed: int, drop_last: bool = False) -> dict:
@@ -33,7 +34,7 @@ def _play(env: ContractEnv, seed: int, drop_last: bool = False) -> dict:
     return info
 
 
-def test_check_target_passes_on_every_split_of_three_categories() -> None:
+def test_check_target_passes_on_every_split_of_the_four_categories() -> None:
     env = ContractEnv(ENTRY, {"categories": CATEGORIES})
     assert [str(p) for p in check_target(env, per_split=6)] == []
 
@@ -68,3 +69,24 @@ def test_only_the_tasks_own_tools_are_callable(tmp_path: Path, monkeypatch) -> N
     assert not step["success"] and list(tmp_path.iterdir()) == []
     # each check's BFCL instances are released, not kept in BFCL's module globals
     assert not [k for k in vars(multi_turn_utils) if k.startswith("trace_")]
+
+
+def test_miss_func_tools_arrive_at_their_turn() -> None:
+    """`miss_func`: the held-out tool is neither listed nor callable until the user
+    turn that brings it (BFCL's wording, its schema inside); then BFCL's ground
+    truth, which calls it there, passes BFCL's checker."""
+    env = ContractEnv(ENTRY, {"categories": ["multi_turn_miss_func"]})
+    task = env.task_of(0)
+    assert task.task_id == "multi_turn_miss_func_0" and task.arriving == {3: ("sort",)}
+    assert (
+        '"name": "sort"' in task.user_turns[2]
+        and "What about now?" in task.user_turns[2]
+    )
+    _, info = env.reset(seed=0)
+    assert "sort" not in {t["function"]["name"] for t in info["tools"]}
+    early = {"name": "sort", "arguments": json.dumps({"file_name": "final_report.pdf"})}
+    observation, *_ = env.step(json.dumps({"tool_calls": [{"function": early}]}))
+    assert "unknown tool" in observation
+    assert _play(env, 0)["success"]
+    assert not _play(env, 0, drop_last=True)["success"]
+    assert [str(p) for p in check_target(env, per_split=2)] == []

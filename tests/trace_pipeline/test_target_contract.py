@@ -119,6 +119,19 @@ BROKEN = {
         "    return replace(good.task(split, index), check=lambda state, messages: True)\n",
         "doing nothing fails: the untouched task passes its own check",
     ),
+    # a tool that arrives with a later user turn, called before it
+    "early_call": (
+        "def task(split, index):\n"
+        "    return replace(good.task(split, index), user_turns=('Thanks.',),\n"
+        "                   arriving={1: ('search_contacts',)})\n",
+        "expected actions: refused: action 0 (search_contacts): Error: unknown tool",
+    ),
+    # a tool that arrives with a user turn the task does not have
+    "no_such_turn": (
+        "def task(split, index):\n"
+        "    return replace(good.task(split, index), arriving={2: ('shift_timestamp',)})\n",
+        "arriving is keyed by a later user turn, 1 to 0",
+    ),
     # a schema that is no OpenAI function schema
     "bad_schema": (
         "tools = [*good.tools[:-1], {'type': 'function', 'function': {'name': 'shift timestamp'}}]\n"

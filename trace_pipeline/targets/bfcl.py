@@ -25,8 +25,11 @@ CUDA torch and pin numpy 1.26, so they are left out on purpose.
 - Splits are by scenario index, across the categories (a `miss_param` entry is
   its base scenario's variant): indices ending in 0-5 analysis, 6-7 dev, 8-9 test.
 - Expected actions are BFCL's ground truth, one turn after another.
-- `miss_func` (tools that arrive mid-episode) is not served yet: the contract
-  offers a task's tools from its start.
+- `miss_func`: a held-out tool is not offered until the turn BFCL adds it
+  (`TargetTask.arriving`); that user turn is BFCL's own for a model that reads
+  tools in its prompt (`DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_PROMPTING`,
+  the new tools' OpenAI schemas in it), since the system prompt that lists the
+  others is not rewritten mid-episode.
 """
 
 from __future__ import annotations
@@ -44,7 +47,12 @@ from typing import Any
 
 from trace_pipeline.targets.contract import Target, TargetTask
 
-CATEGORIES = ("multi_turn_base", "multi_turn_miss_param", "multi_turn_long_context")
+CATEGORIES = (
+    "multi_turn_base",
+    "multi_turn_miss_func",
+    "multi_turn_miss_param",
+    "multi_turn_long_context",
+)
 SPLIT_OF_DIGIT = {
     **dict.fromkeys(range(6), "analysis"),
     6: "dev",
@@ -248,6 +256,17 @@ def _check(entry: dict[str, Any]) -> Any:
     return check
 
 
+def _arrival(names: Sequence[str]) -> str:
+    """The user turn that brings held-out tools, as BFCL words it for a model that
+    reads its tools in the prompt (their OpenAI schemas, as the system prompt's)."""
+    from bfcl_eval.constants.default_prompts import (
+        DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_PROMPTING as ARRIVAL,
+    )
+
+    schemas = {s["function"]["name"]: s for s in _tools()[0]}
+    return ARRIVAL.format(functions=json.dumps([schemas[n] for n in names]))
+
+
 def make_target(categories: Sequence[str] = ("multi_turn_base",)) -> Target:
     """BFCL's multi-turn `categories` (of CATEGORIES) as one target."""
     chosen = tuple(categories)
@@ -262,7 +281,14 @@ def make_target(categories: Sequence[str] = ("multi_turn_base",)) -> Target:
             name for name, class_name in owner.items()
             if class_name in entry["involved_classes"] and name not in excluded
         )  # fmt: skip
-        questions = [turn[0]["content"] for turn in entry["question"]]
+        arriving = {
+            int(turn): tuple(names)
+            for turn, names in (entry.get("missed_function") or {}).items()
+        }
+        questions = [
+            turn[0]["content"] if turn else _arrival(arriving[index])
+            for index, turn in enumerate(entry["question"])
+        ]
         return TargetTask(
             instruction=questions[0],
             state=_instances(entry),
@@ -271,6 +297,7 @@ def make_target(categories: Sequence[str] = ("multi_turn_base",)) -> Target:
             user_turns=tuple(questions[1:]),
             expected_actions=_expected(entry),
             tools=offered,
+            arriving=arriving,
         )
 
     return Target(

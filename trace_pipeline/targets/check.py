@@ -73,6 +73,7 @@ def _fingerprint(task: TargetTask) -> str:
                 task.expected_actions,
                 task.needs,
                 task.tools,
+                sorted((turn, list(names)) for turn, names in task.arriving.items()),
             ]
         ),
         sort_keys=True,
@@ -132,12 +133,14 @@ def replay(env: ContractEnv, task: TargetTask) -> tuple[Any, list[dict[str, Any]
     first refusal or "")."""
     state, toolkit = snapshot(task.state), env.toolkit_of(task)
     messages: list[dict[str, Any]] = [{"role": "user", "content": task.instruction}]
-    turns = iter(task.user_turns)
+    said = 0
     for number, action in enumerate(task.expected_actions or ()):
         if "content" in action and "name" not in action:  # what the agent says
             messages.append({"role": "assistant", "content": str(action["content"])})
-            if (turn := next(turns, None)) is not None:  # and the user's next turn
-                messages.append({"role": "user", "content": turn})
+            if said < len(task.user_turns):  # and the user's next turn
+                said += 1
+                messages.append({"role": "user", "content": task.user_turns[said - 1]})
+                toolkit = env.toolkit_of(task, said)  # with the tools it brings
             continue
         call = _call(
             f"expected_{number}", action.get("name"), action.get("arguments", {})
@@ -180,7 +183,7 @@ def task_problems(env: ContractEnv, where: str, task: TargetTask) -> Iterable[Pr
             "the untouched task passes its own check, so it measures nothing",
             "make the check require what the instruction asks",
         )  # fmt: skip
-    toolkit = env.toolkit_of(task)
+    toolkit = env.toolkit_of(task, len(task.user_turns))  # every tool, arrived or not
     before = _state(task.state)
     for tool in toolkit.tool_names:
         state = snapshot(task.state)
@@ -256,5 +259,8 @@ def check_target(env: ContractEnv, per_split: int = 5) -> list[Problem]:
                         "give each split its own tasks",
                     )  # fmt: skip
                 )
-            problems += task_problems(env, where, task)
+            try:
+                problems += list(task_problems(env, where, task))
+            except TargetError as exc:  # tools it cannot offer (arriving, tools)
+                problems.append(Problem(where, "tasks", str(exc), "fix task()"))
     return problems

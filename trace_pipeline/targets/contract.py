@@ -94,6 +94,10 @@ class TargetTask:
     tools: tuple[str, ...] | None = (
         None  # the target's tools this task offers (None: all)
     )
+    # tools that arrive mid-episode: {n: names} become callable when the user says
+    # their n-th later turn (user_turns[n - 1], which presents them); until then the
+    # task does not offer them, and the system prompt never lists them
+    arriving: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -242,12 +246,33 @@ class ContractEnv(gymnasium.Env[str, str]):
             )
         return task
 
-    def toolkit_of(self, task: TargetTask) -> Toolkit:
-        """The tools `task` offers: the target's, or the subset it names."""
-        if task.tools is None:
+    def toolkit_of(self, task: TargetTask, said: int = 0) -> Toolkit:
+        """The tools `task` offers once the user has said `said` later turns: the
+        target's, or the subset it names, less those still to arrive."""
+        late = {name for names in task.arriving.values() for name in names}
+        arrived = {
+            name
+            for turn, names in task.arriving.items()
+            if turn <= said
+            for name in names
+        }
+        if any(
+            isinstance(turn, bool) or not isinstance(turn, int)
+            or not 1 <= turn <= len(task.user_turns)
+            for turn in task.arriving
+        ):  # fmt: skip
+            raise TargetError(
+                f"{self.target.name}: task {task.task_id}: arriving is keyed by a "
+                f"later user turn, 1 to {len(task.user_turns)}; it has "
+                f"{sorted(map(repr, task.arriving))}"
+            )
+        offered = self.target.toolkit.tool_names if task.tools is None else task.tools
+        if task.tools is None and not late:
             return self.target.toolkit
         try:
-            return self.target.toolkit.subset(task.tools)
+            return self.target.toolkit.subset(
+                [n for n in {*offered, *late} if n not in late or n in arrived]
+            )
         except ValueError as exc:
             raise TargetError(
                 f"{self.target.name}: task {task.task_id}: {exc}"
@@ -350,6 +375,7 @@ class ContractEnv(gymnasium.Env[str, str]):
         assert self._task is not None
         if self._said < len(self._task.user_turns):
             self._said += 1
+            self.toolkit = self.toolkit_of(self._task, self._said)
             return [{"role": "user", "content": self._task.user_turns[self._said - 1]}]
         return [{"role": "user", "content": STOP_MESSAGE}]
 
