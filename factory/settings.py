@@ -37,6 +37,10 @@ Model = TypeVar("Model", bound=BaseModel)
 # Tokens per model turn: factory calibrate, the trainer, the router and trace run
 # all take it, so it is declared here, in the lowest layer, once.
 MAX_NEW_TOKENS = 256
+# The engine that decodes a local model: transformers (CPU or GPU), vLLM (GPU) or
+# llama.cpp (the GGUF file as it is, on a CPU); factory calibrate takes it too.
+Backend = Literal["transformers", "vllm", "llamacpp"]
+BACKEND: Backend = "transformers"  # the default of every backend setting and parameter
 
 
 def setting(

@@ -327,7 +327,7 @@ def open_generator(
             "(`trace model NAME` writes one)"
         )
     files = [lora_file(Path(adapter), path) for adapter in adapters]
-    generator = LlamaCppGenerator(path, tokenizer, sequences=sequences)
+    generator = LlamaCppGenerator(path, tokenizer, CONTEXT, sequences=sequences)
     if len(tokenizer) > generator.vocabulary_size:
         raise TrainerError(
             f"--backend llamacpp: the chat template adds tokens {model} does not have "

@@ -23,7 +23,13 @@ from pydantic import (
     model_validator,
 )
 
-from factory.settings import MAX_NEW_TOKENS_SETTING, explain, setting
+from factory.settings import (
+    BACKEND,
+    MAX_NEW_TOKENS_SETTING,
+    Backend,
+    explain,
+    setting,
+)
 from trainer.errors import TrainerError
 
 Precision = Literal["fp32", "bf16"]
@@ -31,10 +37,6 @@ PRECISION: Precision = "fp32"  # the default of every precision setting and para
 GENERATION_BATCH_SIZE = 16  # prompts per generate call, wherever a generator is made
 # How tools are listed when a chat template has no tool role.
 ToolFormat = Literal["json", "compact"]
-# The engine that decodes: transformers (CPU or GPU), vLLM (GPU) or llama.cpp
-# (the GGUF file as it is, on a CPU).
-Backend = Literal["transformers", "vllm", "llamacpp"]
-BACKEND: Backend = "transformers"  # the default of every backend setting and parameter
 # Where a backend's package comes from, when it is not a core dependency.
 BACKEND_PACKAGES = {
     "vllm": ("vllm", "`pip install trace-factory[vllm]` on a GPU machine"),

@@ -21,13 +21,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
 
 from factory.analyze.statistics import wilson
 from factory.errors import FactoryError
 from factory.outputs import unwritable_as, write_json, write_text
 from factory.runtime import Knob
-from factory.settings import MAX_NEW_TOKENS_SETTING, setting
+from factory.settings import BACKEND, MAX_NEW_TOKENS_SETTING, Backend, setting
 
 BAND = (0.2, 0.6)
 MIN_INFORMATIVE = 0.5
@@ -370,6 +370,22 @@ class CalibrationSettings(BaseModel):
         ge=0,
         le=10**6,
     )
+    backend: Backend = setting(
+        BACKEND,
+        "what plays a local --model: transformers, or llamacpp on its .gguf file "
+        "(the llamacpp extra; several times faster on a CPU); a vLLM server is "
+        "calibrated through its endpoint (--model http://...)",
+    )
+
+    @field_validator("backend")
+    @classmethod
+    def _local(cls, value: str) -> str:
+        if value == "vllm":
+            raise ValueError(
+                "vllm: serve the model with vLLM and give its endpoint as --model "
+                "(http://host:port/v1), or use transformers or llamacpp"
+            )
+        return value
 
     @property
     def seed_range(self) -> range:
@@ -396,6 +412,11 @@ def calibrate_package(
     """
     env_class = package_env(package)
     local = Path(model).is_dir() or model.endswith(".gguf")
+    if settings.backend == "llamacpp" and not model.endswith(".gguf"):
+        raise FactoryError(
+            f"--backend llamacpp plays a .gguf model file; {model} is not one "
+            "(`trace model NAME` writes one), or use --backend transformers"
+        )
     if adapter and not local:
         raise FactoryError(
             "--adapter needs a local model folder as --model; an endpoint serves "
@@ -412,7 +433,7 @@ def calibrate_package(
         if local:
             return local_player()(
                 str(package), model, seeds, samples, adapter, temperature,
-                max_new_tokens, difficulty,
+                max_new_tokens, difficulty, backend=settings.backend,
             )  # fmt: skip
         return calibrate_openai(
             env_class, model, seeds, samples, temperature, max_new_tokens,

@@ -205,6 +205,44 @@ def test_calibrate_a_local_model_and_bad_settings(
     assert "not a generated package" in capsys.readouterr().err
 
 
+def test_calibrate_a_gguf_model_through_llamacpp(
+    tiny_model_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`--backend llamacpp` plays the GGUF file with llama.cpp, K samples per seed;
+    a model folder is refused for it by name, and vllm is an endpoint."""
+    pytest.importorskip("llama_cpp")
+    import shutil
+
+    from trainer import llamacpp
+    from trainer.tiny import write_tiny_gguf
+
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_model_dir, folder)
+    gguf = write_tiny_gguf(folder)
+    decoded = []
+    original = llamacpp.LlamaCppGenerator.generate
+
+    def spy(self, prompts, *rest, **options):
+        decoded.append(len(prompts))
+        return original(self, prompts, *rest, **options)
+
+    monkeypatch.setattr(llamacpp.LlamaCppGenerator, "generate", spy)
+    # the tiny model's tokenizer writes the package's tools in 16k tokens
+    monkeypatch.setattr(llamacpp, "CONTEXT", 16_384)
+    out = tmp_path / "calibration.json"
+    settings = ["--seeds", "2", "--group-size", "2", "--max-new-tokens", "8"]
+    command = ["calibrate", str(PACKAGE), "--backend", "llamacpp", *settings]
+    assert main([*command, "--model", str(gguf), "--json", str(out)]) == 0
+    assert decoded and decoded[0] == 4 and json.loads(out.read_text())["episodes"] == 4
+    assert main([*command, "--model", str(tiny_model_dir)]) == 2
+    assert "plays a .gguf model file" in capsys.readouterr().err
+    vllm = ["calibrate", str(PACKAGE), "--model", str(gguf), "--backend", "vllm"]
+    assert main(vllm) == 2 and "its endpoint as --model" in capsys.readouterr().err
+
+
 def test_a_local_model_plays_at_the_difficulty_asked_for(
     tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
