@@ -24,7 +24,7 @@ import os
 import shutil
 import tempfile
 import weakref
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -107,8 +107,7 @@ class LlamaCppGenerator:
 
     @property
     def sequences(self) -> int:
-        """How many sequences decode together (episodes played at once should be
-        at most this many, or their caches displace each other every turn)."""
+        """How many sequences decode together (each keeps its own KV cache)."""
         return len(self.held)
 
     def use_adapter(self, path: str, version: int) -> None:
@@ -155,6 +154,18 @@ class LlamaCppGenerator:
         llama_cpp.llama_memory_clear(self.memory, True)
         self.held = [[] for _ in self.held]
 
+    def stream(self, temperature: float) -> SlotTurns:
+        """Episodes' turns decoded continuously on the slots (see `SlotTurns`)."""
+        return SlotTurns(self, temperature)
+
+    def fits(self, prompt: list[int], max_new_tokens: int) -> None:
+        """Refuse a turn the slot's cache cannot hold (a TrainerError)."""
+        if len(prompt) + max_new_tokens > self.context:
+            raise TrainerError(
+                f"a prompt of {len(prompt)} tokens and {max_new_tokens} new ones "
+                f"exceed llama.cpp's context of {self.context}"
+            )
+
     def generate(
         self,
         prompts: Sequence[list[int]],
@@ -165,11 +176,7 @@ class LlamaCppGenerator:
         """One turn per prompt, up to `sequences` decoded together (`resume` changes
         nothing: the shared prefixes are found by comparing token ids)."""
         for prompt in prompts:
-            if len(prompt) + max_new_tokens > self.context:
-                raise TrainerError(
-                    f"a prompt of {len(prompt)} tokens and {max_new_tokens} new ones "
-                    f"exceed llama.cpp's context of {self.context}"
-                )
+            self.fits(prompt, max_new_tokens)
         wave = len(self.held)
         return [
             sample
@@ -300,6 +307,90 @@ class LlamaCppGenerator:
         else:
             token = int(np.argmax(logits))
         return token, float(logprobs[token])
+
+
+class SlotTurns:
+    """Rollouts' turns decoded continuously on llama.cpp's slots (the rollout's
+    `Turns`): each step admits queued turns into the free slots, evaluates each
+    one's new tokens, then decodes one token of every admitted turn in one batch; a
+    turn that ends is returned and frees its slot. So no slot waits for the
+    slowest turn of a round, as `generate`'s rounds do.
+
+    A continuing episode's turn is admitted before any first turn, into the free
+    slot sharing the longest prefix with it: the one its last turn left, which
+    holds its whole conversation (its episode's next turn is submitted before the
+    next step), so only the environment's answer is evaluated. First turns take
+    the free slots left, each copying the system prompt and tools another slot
+    holds. One configuration: the adapters `use_adapters` applied.
+    """
+
+    def __init__(self, generator: LlamaCppGenerator, temperature: float) -> None:
+        self.generator = generator
+        self.temperature = temperature
+        self.returned: set[Any] = set()  # keys with a finished turn: next ones continue
+        # queued turns: (key, prompt, budget)
+        self.continuing: list[tuple[Any, list[int], int]] = []
+        self.first: list[tuple[Any, list[int], int]] = []
+        # admitted turns by slot: (key, tokens, log-probs, budget)
+        self.rows: dict[int, tuple[Any, list[int], list[float], int]] = {}
+
+    @property
+    def live(self) -> int:
+        """Turns submitted and not yet returned."""
+        return len(self.rows) + len(self.continuing) + len(self.first)
+
+    def submit(
+        self, key: Any, prompt: list[int], budget: int, config: Hashable = None
+    ) -> None:
+        """Queue a turn: `prompt` is the episode's whole sequence so far."""
+        if config is not None:
+            raise TrainerError(
+                "llama.cpp decodes under one set of adapters at a time; play each "
+                "configuration's episodes on their own"
+            )
+        self.generator.fits(prompt, budget)
+        queue = self.continuing if key in self.returned else self.first
+        queue.append((key, list(prompt), budget))
+
+    def step(self) -> list[tuple[Any, Sample]]:
+        """Admit queued turns into the free slots, decode one token of every
+        admitted turn, and return the turns that ended."""
+        generator = self.generator
+        free = [slot for slot in range(len(generator.held)) if slot not in self.rows]
+        admitted = (self.continuing + self.first)[: len(free)]
+        taken = len(admitted)
+        taken_continuing = min(taken, len(self.continuing))
+        self.continuing = self.continuing[taken_continuing:]
+        self.first = self.first[taken - taken_continuing :]
+        for key, prompt, budget in admitted:
+            slot = max(free, key=lambda s: _shared(generator.held[s], prompt))
+            free.remove(slot)
+            generator._evaluate(slot, prompt)
+            token, logprob = generator._draw(-1, self.temperature)
+            self.rows[slot] = (key, [token], [logprob], budget)
+        decoding = [
+            slot
+            for slot, (_, tokens, _, budget) in self.rows.items()
+            if not generator._done(tokens, budget)
+        ]
+        if decoding:
+            generator._decode([(self.rows[s][1][-1], s) for s in decoding], True)
+            for index, slot in enumerate(decoding):
+                token, logprob = generator._draw(index, self.temperature)
+                self.rows[slot][1].append(token)
+                self.rows[slot][2].append(logprob)
+        ended = []
+        for slot in sorted(self.rows):
+            key, tokens, logprobs, budget = self.rows[slot]
+            if generator._done(tokens, budget):
+                del self.rows[slot]
+                self.returned.add(key)
+                sample = cut_sample(
+                    tokens, logprobs, generator.stops, generator.tokenizer,
+                    generator.stop_strings,
+                )  # fmt: skip
+                ended.append((key, sample))
+        return ended
 
 
 def _shared(held: list[int], prompt: list[int]) -> int:

@@ -1,8 +1,8 @@
 """Rollout engine: G groups of K episodes, every active episode advanced together.
 
-Turns are decoded in one batch: with transformers, an episode's next turn joins
-the running batch as soon as its last one ends (continuous batching); with any
-other generator, in rounds of one batched call per turn. An episode is kept as
+Turns are decoded in one batch: with transformers and llama.cpp, an episode's
+next turn joins the running batch as soon as its last one ends (continuous
+batching); with any other generator, in rounds of one batched call per turn. An episode is kept as
 token ids: the prompt, then each turn's sampled tokens (mask 1, with
 the sampling policy's log-probs) and the template's tokens of the environment's
 answer (mask 0), so the trained tokens are exactly the sampled ones. The same
@@ -301,10 +301,7 @@ def collect(
     the first `hinted` episodes of each group see `hints[seed]` in their system
     message (hint injection; the rest play plain). `config_of(episode)`, asked
     before each turn, names the configuration the turn is decoded under (see
-    `Turns`), so episodes of several configurations share one batch. A generator
-    that keeps the caches of only so many sequences (llama.cpp's slots) says how
-    many in `sequences`; the episodes then play in waves of that many, so none
-    displaces another's cache between its turns.
+    `Turns`), so episodes of several configurations share one batch.
     """
     groups: list[Group] = []
     chats: dict[int, ChatFormat] = {}
@@ -336,19 +333,17 @@ def collect(
         config = config_of(episode) if config_of is not None else None
         flight.submit(key, episode.tokens, limits.max_new_tokens, config)
 
-    wave = getattr(generator, "sequences", None) or len(episodes) or 1
-    for start in range(0, len(episodes), wave):
-        for key in range(start, min(start + wave, len(episodes))):
-            if not episodes[key].done:
-                submit(key, episodes[key])
-        while flight.live:
-            for key, sample in flight.step():
-                episode = episodes[key]
-                _advance(episode, sample, chats[id(episode)], limits)
-                if episode.done:
-                    bar.update(1)
-                else:
-                    submit(key, episode)
+    for key, episode in enumerate(episodes):
+        if not episode.done:
+            submit(key, episode)
+    while flight.live:
+        for key, sample in flight.step():
+            episode = episodes[key]
+            _advance(episode, sample, chats[id(episode)], limits)
+            if episode.done:
+                bar.update(1)
+            else:
+                submit(key, episode)
     bar.close()
     return groups
 

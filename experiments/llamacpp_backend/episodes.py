@@ -5,15 +5,17 @@ The base model plays the first episodes of a `trace run` config's dev split
 own, one after the other in one run (so the ratios compare like with like on a
 noisy machine), with the functions collect calls (`play_llama`, `play_base`):
 llama.cpp at each `generation_batch_size` given (its sequences, each keeping its
-KV cache), and transformers in fp32 or bf16 at the config's. It reports each
-engine's seconds, episodes per hour and peak memory, success with its 95%
-interval, and against the first engine: the share of episodes whose tool calls
-(names and arguments, in order) are identical, the per-seed agreement of the
-outcomes and the exact McNemar test on the discordant seeds.
+KV cache; `llamacpp-16-rounds`: in lockstep rounds of one turn per episode, as
+before the slots streamed turns), and transformers in fp32 or bf16 at the
+config's. It reports each engine's seconds, episodes per hour and peak memory,
+success with its 95% interval, and against the first engine: the share of
+episodes whose tool calls (names and arguments, in order) are identical, the
+per-seed agreement of the outcomes and the exact McNemar test on the discordant
+seeds.
 
     python experiments/llamacpp_backend/episodes.py --config examples/pipelines/errands_qwen1.5b.yaml \\
         --model models/qwen2.5-coder-1.5b-instruct.gguf --episodes 16 \\
-        --engines llamacpp-16 llamacpp-8 transformers-fp32 \\
+        --engines llamacpp-16 llamacpp-16-rounds transformers-fp32 \\
         --out experiments/llamacpp_backend/results/episodes_errands_dev.json
 """
 
@@ -55,6 +57,7 @@ def play(engine: str, config_file: Path, model: str, episodes: int) -> dict[str,
     from trainer.settings import DEV_SEED_BASE
 
     kind, _, option = engine.partition("-")
+    option, _, rounds = option.partition("-")
     overrides = [f"model={model}", "protocol.split=dev"]
     if kind == "llamacpp":
         overrides += ["backend=llamacpp", f"generation_batch_size={option}"]
@@ -66,7 +69,9 @@ def play(engine: str, config_file: Path, model: str, episodes: int) -> dict[str,
         context = Context(config, RunFolder(Path(folder)), config_file)
         began = time.perf_counter()
         if kind == "llamacpp":
-            context.llama()
+            generator, _ = context.llama()
+            if rounds:  # no stream: collect plays lockstep rounds of `generate`
+                generator.stream = None
         else:
             context.base()
         loaded = time.perf_counter()
@@ -118,8 +123,8 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=16)
     parser.add_argument(
         "--engines", nargs="+", default=["llamacpp-16", "transformers-fp32"],
-        help="llamacpp-SEQUENCES, transformers-fp32, transformers-bf16; the first is "
-        "compared with each other",
+        help="llamacpp-SEQUENCES, llamacpp-SEQUENCES-rounds, transformers-fp32, "
+        "transformers-bf16; the first is compared with each other",
     )  # fmt: skip
     parser.add_argument("--out", type=Path, help="a JSON file for the results")
     parser.add_argument("--engine", help=argparse.SUPPRESS)  # one engine, in-process

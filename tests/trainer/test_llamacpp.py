@@ -259,3 +259,75 @@ def test_sequences_decoded_together_give_each_ones_turn_alone(tiny_gguf: Path) -
     # the slots hold prompts 4 and 2 (each wave's prompt took the slot sharing most)
     together.generate([prompts[i] + turns[i].tokens + more for i in (2, 4)], 10, 0.0)
     assert evaluated[:2] == [len(more) + 1, len(more) + 1]
+
+
+class ChattyEnv:
+    """Three turns whatever the agent says: the user answers each reply with more."""
+
+    def __init__(self, max_turns: int = 3) -> None:
+        self.max_turns, self.turn = max_turns, 0
+
+    def reset(self, *, seed=None, options=None):
+        self.turn = 0
+        messages = [
+            {"role": "system", "content": "Reply."},
+            {
+                "role": "user",
+                "content": f"Tell me about {'the sea ' * (seed % 4)}{seed}.",
+            },
+        ]
+        return json.dumps(messages), {"tools": [], "messages": messages}
+
+    def step(self, action: str):
+        self.turn += 1
+        done = self.turn >= self.max_turns
+        answer = "###STOP###" if done else f"And then {self.turn}?"
+        observation = json.dumps([{"role": "user", "content": answer}])
+        return observation, 0.0, done, False, {"success": False}
+
+
+def test_slots_stream_the_episodes_turns_as_lockstep_rounds_would(
+    tiny_gguf: Path,
+) -> None:
+    """Five three-turn episodes through two slots, streamed (a continuing turn
+    admitted before any first one, into the slot holding its conversation) give
+    greedily the episodes that lockstep rounds of one episode at a time give; no
+    more than two turns decode at once, and a continuing turn evaluates only the
+    user's answer (and its reply's last token, sampled and never decoded)."""
+    from types import SimpleNamespace
+
+    from trainer.llamacpp import LlamaCppGenerator
+    from trainer.models import load_tokenizer
+    from trainer.rollout import collect
+    from trainer.settings import RolloutLimits
+
+    tokenizer = load_tokenizer(str(tiny_gguf))
+    handle = SimpleNamespace(make=lambda max_turns: ChattyEnv(max_turns))
+    limits = RolloutLimits(
+        max_turns=3, max_new_tokens=6, max_total_tokens=2048, temperature=0.0
+    )
+    seeds = [0, 1, 2, 3, 4]
+    streamed = LlamaCppGenerator(tiny_gguf, tokenizer, context=1024, sequences=2)
+    widths: list[int] = []  # slots in each llama_decode call
+    evaluated = 0  # tokens through llama_decode
+    decode = streamed._decode
+
+    def counted(entries, logits) -> None:
+        nonlocal evaluated
+        widths.append(len({slot for _, slot in entries}))
+        evaluated += len(entries)
+        decode(entries, logits)
+
+    streamed._decode = counted
+    groups = collect(handle, streamed, tokenizer, seeds, 1, limits)
+    alone = []
+    for seed in seeds:  # a generator without `stream` plays lockstep rounds
+        single = LlamaCppGenerator(tiny_gguf, tokenizer, context=1024, sequences=1)
+        rounds = SimpleNamespace(generate=single.generate)
+        alone += collect(handle, rounds, tokenizer, [seed], 1, limits)
+    assert [g[0].turns for g in groups] == [3] * 5
+    assert [g[0].tokens for g in groups] == [g[0].tokens for g in alone]
+    assert max(widths) == 2
+    # no token evaluated twice: each turn resumed its episode's own cache, and a
+    # first turn copied the system prompt another slot held
+    assert evaluated <= sum(len(g[0].tokens) for g in groups)

@@ -57,31 +57,6 @@ def test_episodes_of_several_environments_share_one_collect(tiny_tokenizer) -> N
         collect(envs, generator, tiny_tokenizer, [5], 1, limits)
 
 
-def test_a_generator_of_so_many_sequences_plays_the_episodes_in_waves(
-    tiny_tokenizer,
-) -> None:
-    """A generator keeping only `sequences` caches (llama.cpp's slots) is never
-    asked for more turns at once, and each wave plays to its end before the next
-    starts, so no episode displaces another's cache between its turns."""
-    env = resolve_env(str(ROOT / "generated_envs" / "permission_error_recovery"))
-    look = '{"name": "get_cellular_service_status", "arguments": {}}'
-    # each episode: a tool call, then a closing reply (the script goes call by call)
-    generator = ScriptedGenerator(tiny_tokenizer, [look, "All set."] * 3)
-    generator.sequences = 2
-    asked: list[list[int]] = []
-    generate = generator.generate
-
-    def recorded(prompts, *args, **kwargs):
-        asked.append([prompt[-1] for prompt in prompts])
-        return generate(prompts, *args, **kwargs)
-
-    generator.generate = recorded
-    limits = RolloutLimits(max_turns=2, max_total_tokens=100_000)
-    groups = collect(env, generator, tiny_tokenizer, [1, 2, 3, 4, 5], 1, limits)
-    assert [episode.turns for (episode,) in groups] == [2] * 5
-    assert [len(prompts) for prompts in asked] == [2, 2, 2, 2, 1, 1]
-
-
 def test_mask_covers_exactly_the_sampled_tokens(tiny_tokenizer) -> None:
     handle = resolve_env(str(ROOT / "generated_envs" / "date_time_recovery"))
     generator = ScriptedGenerator(
