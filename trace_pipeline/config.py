@@ -306,6 +306,13 @@ class Baselines(Section):
         "budget (demonstrations, cold start, GRPO iterations) and played beside it; "
         "one the analysis retains is skipped",
     )
+    solved_tasks: bool = Field(
+        False,
+        description="also train an untargeted control on the target's own "
+        "analysis-split tasks the base agent solved (its own successful replies as "
+        "the demonstrations) with a targeted adapter's budget: targeting, or more "
+        "training on this target? (a target whose episodes replay: not tau2)",
+    )
     prompted: bool = Field(
         True,
         description="evaluate also plays the prompted base: no adapter, the trained "
@@ -444,6 +451,12 @@ class PipelineConfig(Section):
             raise ValueError(
                 f"{both[0]} is in generate.include and baselines.untargeted: a package "
                 "is either trained as a capability or as an untargeted control"
+            )
+        if self.baselines.solved_tasks and self.target.kind in ("tau2", "trajectories"):
+            raise ValueError(
+                f"baselines.solved_tasks replays the base agent's solved episodes, which "
+                f"a {self.target.kind} target cannot (its user is a model, or it has no "
+                "environment); turn it off"
             )
         return self
 

@@ -1053,8 +1053,11 @@ def test_an_untargeted_control_is_trained_with_a_targeted_budget_and_played(
     finished: Path, tmp_path: Path, own_packages: None
 ) -> None:
     """baselines.untargeted: an archetype of the target's kit the analysis did not
-    retain is built and trained as the train stage trains one; evaluate plays it
-    beside the adapters (never routed to), and each adapter's cold start alone."""
+    retain is built and trained as the train stage trains one, and so is
+    (baselines.solved_tasks) the target's own tasks the base agent solved; evaluate
+    plays both beside the adapters (never routed to), and each adapter's cold start
+    alone."""
+    from factory.runtime.policies import run_episode
     from trace_pipeline.config import load_config
     from trace_pipeline.context import Context
     from trace_pipeline.stages import baselines, evaluate
@@ -1064,11 +1067,22 @@ def test_an_untargeted_control_is_trained_with_a_targeted_budget_and_played(
     shutil.copytree(finished, run, symlinks=True)
     config = load_config(TINY)
     config.baselines.untargeted = ["tool_calling_precision"]
+    config.baselines.solved_tasks = True
     context = Context(config, RunFolder(run), TINY)
+    # the tiny model solved nothing: one analysis task solved, as the gold policy
+    records = run / "collect" / "trajectories.jsonl"
+    rows = [json.loads(line) for line in records.read_text().splitlines()]
+    seed = rows[0]["metadata"]["seed"]
+    rows[0] |= {
+        "success": True,
+        "messages": run_episode(context.target().make(), "gold", seed).info["messages"],
+    }
+    records.write_text("".join(json.dumps(row) + "\n" for row in rows))
     out = tmp_path / "baselines"
     result = baselines.untargeted(context, out)
     trained = result["tool_calling_precision"]
     assert trained["iterations"] == config.train.iterations
+    assert result["solved_target_tasks"]["iterations"] == config.train.iterations
     adapter = out / "untargeted" / "tool_calling_precision"
     trace = json.loads((adapter / "trace.json").read_text())
     assert trace["capability"] == "tool_calling_precision"
@@ -1078,6 +1092,7 @@ def test_an_untargeted_control_is_trained_with_a_targeted_budget_and_played(
     shutil.copytree(out / "untargeted", run / "baselines" / "untargeted")
     bank, _, _, played = evaluate.routed_model(context)
     assert played["untargeted: tool_calling_precision"] in bank.baselines
+    assert played["untargeted: solved_target_tasks"] in bank.baselines
     assert "tool_calling_precision" not in bank.capabilities.names
     assert {"SFT only: date_time_recovery", "multi-capability SFT only"} <= set(played)
 

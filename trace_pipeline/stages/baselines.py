@@ -6,7 +6,10 @@ given once per capability and as many optimizer steps as all single adapters
 together (iterations and cold-start demonstrations times the number of
 capabilities). The untargeted controls (`baselines.untargeted`): one adapter
 per package of a capability the analysis did not retain, each with a targeted
-adapter's budget, which tells targeting apart from more training on this kit.
+adapter's budget, which tells targeting apart from more training on this kit;
+and (`baselines.solved_tasks`) one on the target's own analysis-split tasks the
+base agent solved (`trace_pipeline.targets.solved`), which tells it apart from
+more training on this target.
 The merges (uniform, TIES) need no training: `evaluate` builds them from the
 single adapters.
 """
@@ -27,6 +30,7 @@ from trace_pipeline.stages.train import (
     trained_inputs,
 )
 from trace_pipeline.store import contents, digest, read_output
+from trace_pipeline.targets.solved import NAME, write_package
 
 
 def mixture_job(context: Context, folder: Path, envs: list[str]) -> None:
@@ -51,11 +55,15 @@ def untargeted(context: Context, out: Path) -> dict[str, Any]:
     adapter's budget (the train stage's job) into out/untargeted/<name>; what GRPO
     did for each, and why a control was not trained."""
     names = context.config.baselines.untargeted
-    if not names:
+    solved = context.config.baselines.solved_tasks
+    if not names and not solved:
         return {}
     analysis = context.folder.manifest("analyze") or {}
     retained = analysis.get("result", {}).get("retained", [])
-    context.say(f"baselines: untargeted controls on {', '.join(names)}")
+    context.say(
+        "baselines: untargeted controls on "
+        + ", ".join([*names, *(["the target's solved tasks"] if solved else [])])
+    )
     prompt, built, result = target_prompt(context), {}, {}
     for name in names:
         if name in retained:
@@ -69,6 +77,17 @@ def untargeted(context: Context, out: Path) -> dict[str, Any]:
             result[name] = {"why": why}
         else:
             built[name] = str(out / "packages" / package)
+    if solved:
+        made, why = write_package(
+            out / "packages",
+            context.target(),
+            read_output(context.folder.stage("collect") / "trajectories.jsonl"),
+        )
+        if made is None:
+            result[NAME] = {"why": why}
+            context.say(f"baselines: no solved-tasks control: {why}")
+        else:
+            built[NAME] = str(made)
     # A job's key holds what trains it: the package's files, not the folder it is in.
     jobs = [
         Job(
