@@ -80,22 +80,18 @@ def _eval(arguments: argparse.Namespace) -> int:
 
 def _check_target(arguments: argparse.Namespace) -> int:
     from trace_pipeline.config import load_config
-    from trace_pipeline.run import target_problems
+    from trace_pipeline.run import contract_entry, target_problems
 
     target = load_config(Path(arguments.config)).target
-    if target.kind != "python":
-        raise PipelineError(
-            f"check-target reads targets written through the target contract "
-            f"(target.kind: python, target.entry); {arguments.config} has kind "
-            f"{target.kind}, whose built-in code is checked by the project's tests"
-        )
-    problems = target_problems(str(target.entry), target.settings, arguments.tasks)
+    entry, settings = contract_entry(target)
+    problems = target_problems(entry, settings, arguments.tasks)
+    name = target.entry if target.kind == "python" else f"the {target.kind} target"
     for problem in problems:
         print(problem)
     if problems:
-        raise PipelineError(f"{target.entry}: {len(problems)} failed check(s), above")
+        raise PipelineError(f"{name}: {len(problems)} failed check(s), above")
     print(
-        f"{target.entry}: every check passed on {arguments.tasks} tasks of each split "
+        f"{name}: every check passed on {arguments.tasks} tasks of each split "
         "(schemas, same index same task, disjoint splits, expected actions pass the "
         "check, doing nothing fails, refusals change nothing, no leak)"
     )
@@ -148,8 +144,8 @@ def build_parser() -> argparse.ArgumentParser:
                           (("folder", {"help": "a run folder"}),)),
         "settings": Command(_settings, "every key a config may give: default, range and help"),
         "targets": Command(_targets, "the kinds of target and the phone target's knobs"),
-        "check-target": Command(_check_target, "check a python target against the contract", (
-            ("config", {"help": "pipeline YAML whose target is kind python"}),
+        "check-target": Command(_check_target, "check a target against the target contract", (
+            ("config", {"help": "pipeline YAML whose target is kind python, phone or gym"}),
             ("--tasks", {"type": number(int, Interval(ge=1, le=10_000)), "default": 20,
                          "help": "tasks of each split to check"}),
         )),

@@ -23,6 +23,7 @@ from factory.outputs import write_text
 from factory.version import project_version
 from trace_pipeline.config import (
     PipelineConfig,
+    Target,
     check_config,
     load_config,
     read_config,
@@ -94,7 +95,31 @@ def status(root: Path) -> list[StageStatus]:
     return rows
 
 
-TASKS_CHECKED = 3  # tasks of each split `trace run` checks a python target on
+TASKS_CHECKED = 3  # tasks of each split `trace run` checks its target on
+
+
+def contract_entry(target: Target) -> tuple[str, dict[str, Any]]:
+    """The target contract's entry and settings for a config's target: a python
+    target's own; the built-in phone target's and a gym target's task family
+    (`contract.from_family`). A tau2 or trajectories target has none (a
+    PipelineError): tau2-bench's tasks and user model are its own."""
+    if target.kind == "python":
+        return str(target.entry), dict(target.settings)
+    if target.kind == "phone":
+        entry = "trace_pipeline.targets.phone:contract_target"
+        return entry, {"difficulty": dict(target.difficulty)}
+    if target.kind == "gym":
+        return "trace_pipeline.targets.contract:package_target", {
+            "env": str(target.env)
+        }
+    raise PipelineError(
+        f"a {target.kind} target is not checked through the target contract "
+        + (
+            "(tau2-bench's tasks and its user model are tau2's own)"
+            if target.kind == "tau2"
+            else "(it is runs already played: no tasks to check)"
+        )
+    )
 
 
 def target_problems(entry: str, settings: dict[str, Any], tasks: int) -> list[str]:
@@ -135,13 +160,11 @@ def preflight(config: PipelineConfig) -> None:
         resolve_target(target.kit, "target.kit")
         if target.kind == "gym":
             resolve_env(str(target.env))
-        if target.kind == "python":
-            problems = target_problems(
-                str(target.entry), target.settings, TASKS_CHECKED
-            )
+        if target.kind in ("python", "phone"):
+            problems = target_problems(*contract_entry(target), TASKS_CHECKED)
             if problems:
                 raise PipelineError(
-                    f"target.entry {target.entry} does not keep the target contract "
+                    f"the {target.kind} target does not keep the target contract "
                     f"(`trace check-target` names every problem): {problems[0]}"
                     + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")
                 )

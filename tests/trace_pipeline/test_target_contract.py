@@ -188,11 +188,36 @@ def test_a_target_that_cannot_be_made_is_refused_before_any_stage(
         ContractEnv(entry, yaml.safe_load(settings))
 
 
-def test_check_target_refuses_a_built_in_kind(tmp_path: Path, capsys) -> None:
-    config = tmp_path / "phone.yaml"
-    config.write_text("model: tiny\n")
+@pytest.mark.parametrize(
+    "target",
+    ["{difficulty: {blockers: 2, give_numbers: 1}}",
+     f"{{kind: gym, env: {ROOT / 'generated_envs' / 'permission_error_recovery'}}}"],
+)  # fmt: skip
+def test_check_target_checks_the_phone_target_and_a_package_through_the_contract(
+    tmp_path: Path, capsys, target: str
+) -> None:
+    """The built-in phone target and a generated package are task families, served
+    through the contract (`from_family`): their gold turns pass their verifier
+    (the phone's recovery paths include the call a setting refuses)."""
+    config = tmp_path / "target.yaml"
+    config.write_text(f"model: tiny\ntarget: {target}\n")
+    assert main(["check-target", str(config), "--tasks", "6"]) == 0
+    assert "every check passed on 6 tasks" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [("{kind: tau2}", "tau2-bench's tasks and its user model"),
+     ("{kind: gym, env: CartPole-v1}", "is not built on a task family")],
+)  # fmt: skip
+def test_check_target_refuses_a_target_it_cannot_check(
+    tmp_path: Path, capsys, target: str, message: str
+) -> None:
+    config = tmp_path / "target.yaml"
+    config.write_text(f"model: tiny\ntarget: {target}\n")
     assert main(["check-target", str(config)]) == 2
-    assert "has kind phone" in capsys.readouterr().err
+    said = capsys.readouterr()
+    assert message in said.out + said.err and "Traceback" not in said.err
 
 
 def test_the_minimal_target_in_the_docs_passes_check_target(

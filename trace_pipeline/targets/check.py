@@ -130,7 +130,10 @@ def _call(call_id: str, name: Any, arguments: Any) -> dict[str, Any]:
 
 def replay(env: ContractEnv, task: TargetTask) -> tuple[Any, list[dict[str, Any]], str]:
     """The expected actions played on the task's state: (final state, messages, the
-    first refusal or "")."""
+    first refusal or ""). A call the tools refuse is played on, as a path may show
+    a recovery (a call a setting refuses, the setting fixed, the call again); one
+    of a tool not offered there ends the replay."""
+    refused = ""
     state, toolkit = snapshot(task.state), env.toolkit_of(task)
     messages: list[dict[str, Any]] = [{"role": "user", "content": task.instruction}]
     said = 0
@@ -148,13 +151,11 @@ def replay(env: ContractEnv, task: TargetTask) -> tuple[Any, list[dict[str, Any]
         messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
         reply, state, succeeded = run_call(toolkit, state, call)
         messages.append(reply)
-        if not succeeded:
-            return (
-                state,
-                messages,
-                f"action {number} ({action.get('name')}): {reply['content']}",
-            )
-    return state, messages, ""
+        if not succeeded and not refused:
+            refused = f"action {number} ({action.get('name')}): {reply['content']}"
+        if action.get("name") not in toolkit.tool_names:
+            break
+    return state, messages, refused
 
 
 def task_problems(env: ContractEnv, where: str, task: TargetTask) -> Iterable[Problem]:
@@ -162,20 +163,19 @@ def task_problems(env: ContractEnv, where: str, task: TargetTask) -> Iterable[Pr
     refused calls and read-only tools change nothing, the instruction leaks nothing."""
     if task.expected_actions is not None:
         state, messages, refused = replay(env, task)
-        if refused:
+        success, error = env.judge(task, state, messages)
+        if not success and refused:
             yield Problem(
                 where, "expected actions", f"refused: {refused}",
                 "correct the expected action or the tool",
             )  # fmt: skip
-        else:
-            success, error = env.judge(task, state, messages)
-            if not success:
-                yield Problem(
-                    where, "expected actions",
-                    "they do not pass the target's check"
-                    + (f" (the check raised {error})" if error else ""),
-                    "correct the expected actions or the check",
-                )  # fmt: skip
+        elif not success:
+            yield Problem(
+                where, "expected actions",
+                "they do not pass the target's check"
+                + (f" (the check raised {error})" if error else ""),
+                "correct the expected actions or the check",
+            )  # fmt: skip
     opening = [{"role": "user", "content": task.instruction}]
     if env.judge(task, snapshot(task.state), opening)[0]:
         yield Problem(

@@ -48,6 +48,7 @@ from gymnasium import spaces
 from factory.runtime import State, ToolError, Toolkit
 from factory.runtime.actions import MAX_ACTION_CHARS, parse_action
 from factory.runtime.env import MAX_OBSERVATION_CHARS, STOP_MESSAGE, run_call, snapshot
+from factory.runtime.family import TaskFamily
 from trainer.settings import DEV_SEED_BASE, EVAL_SEED_BASE
 
 ENV_ID = "trace/ContractTarget-v0"
@@ -180,6 +181,71 @@ def load_target(entry: str, settings: Mapping[str, Any] | None = None) -> Target
             "trace_pipeline.targets.contract.Target"
         )
     return target
+
+
+def from_family(
+    family: TaskFamily,
+    needs: Callable[[int], Sequence[str]] | None = None,
+) -> Target:
+    """A task family (what every generated package and the built-in phone target
+    play, `factory.runtime`) as a contract target, so `trace check-target` checks
+    them as it checks a user's: the same tasks per seed (the split's), the kit's
+    tools and policy, the gold turns as the expected actions, the family's own
+    verifier as the check, and `needs(seed)` where the family states them. A
+    package's family is its own runtime copy's: its own runtime's verifier judges."""
+    toolkit = family.toolkit
+    verify = importlib.import_module(type(family).__module__.rpartition(".")[0]).verify
+
+    def task(split: str, index: int) -> TargetTask:
+        seed = seed_of(split, index)
+        drawn = family.generate(seed)
+        expected = [
+            {"name": call.name, "arguments": dict(call.arguments)}
+            if turn.tool_calls
+            else {"content": turn.content}
+            for turn in drawn.gold_turns
+            for call in (turn.tool_calls or (None,))
+        ]
+
+        def check(state: State, messages: list[dict[str, Any]]) -> bool:
+            """The family's verifier: the gold final state, and its facts told."""
+            return verify(drawn, toolkit, state, messages).success
+
+        return TargetTask(
+            instruction=drawn.instruction,
+            state=drawn.initial_state,
+            check=check,
+            task_id=drawn.task_id,
+            user_turns=tuple(drawn.user_replies),
+            expected_actions=tuple(expected),
+            needs=None if needs is None else tuple(needs(seed)),
+        )
+
+    return Target(
+        name=family.name,
+        tools=list(toolkit.schemas),
+        functions=dict(toolkit.implementations),
+        policy=toolkit.policy,
+        task=task,
+        reads=frozenset(toolkit.reads),
+        system_prompt=toolkit.system_prompt,
+        max_turns=family.max_turns,
+    )
+
+
+def package_target(env: str) -> Target:
+    """A generated package (a folder, an installed package or its gymnasium id), or
+    any env built on a task family, through the contract (`from_family`)."""
+    from trainer.envs import resolve_env
+
+    made = resolve_env(env).make()
+    family = getattr(made, "family", None)  # a package's own runtime copy's class
+    if not callable(getattr(family, "generate", None)):
+        raise TypeError(
+            f"{env} is not built on a task family (factory.runtime); write it "
+            "through the target contract (docs/targets.md) to check it"
+        )
+    return from_family(family)
 
 
 def split_of(seed: int) -> tuple[str, int]:

@@ -33,6 +33,7 @@ from factory.runtime import Knob, Task, TaskEnv, TaskFamily, Toolkit, Turn, call
 from factory.runtime.kits import phone
 from factory.runtime.kits.phone.utilities import find_holiday
 from factory.runtime.kits.phone.world import WEEKDAYS, moment, new_phone, other_contacts
+from trace_pipeline.targets.contract import Target, from_family
 
 ENV_ID = "trace/PhoneTarget-v0"
 CAPABILITY = "phone_target"
@@ -299,3 +300,10 @@ class PhoneTargetEnv(TaskEnv):
 
 if ENV_ID not in gymnasium.registry:
     gymnasium.register(ENV_ID, entry_point=PhoneTargetEnv, max_episode_steps=30)
+
+
+def contract_target(difficulty: Mapping[str, int] | None = None) -> Target:
+    """The phone target through the target contract (`trace check-target` checks
+    it as it checks a user's target)."""
+    chosen = family(difficulty)
+    return from_family(chosen, lambda seed: needs(seed, chosen.difficulty))
