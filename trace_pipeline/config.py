@@ -414,8 +414,10 @@ class PipelineConfig(Section):
         "episodes decoded together in collect, evaluate and GRPO's rollouts: rows per "
         "generate call (transformers), sequences each keeping its KV cache (llamacpp: "
         "16 decode about 1.5x the tokens per second of 8 on 2 cores, "
-        "experiments/llamacpp_backend); it changes speed and memory, not what is "
-        "decoded, so a finished job is reused across it",
+        "experiments/llamacpp_backend); it changes speed and memory, and what is "
+        "decoded only through the last bits of batched matrix products (on quantized "
+        "weights an episode may then take another turn), so a finished job is "
+        "reused across it",
     )
     executor: Literal["local", "ray"] = Field(
         "local", description="where a stage's jobs run: this process, or a Ray cluster"
