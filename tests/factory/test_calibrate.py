@@ -222,21 +222,22 @@ def test_calibrate_a_gguf_model_through_llamacpp(
     folder = tmp_path / "model"
     shutil.copytree(tiny_model_dir, folder)
     gguf = write_tiny_gguf(folder)
-    decoded = []
-    original = llamacpp.LlamaCppGenerator.generate
+    submitted = []  # the turns llama.cpp's slots were given
+    original = llamacpp.SlotTurns.submit
 
-    def spy(self, prompts, *rest, **options):
-        decoded.append(len(prompts))
-        return original(self, prompts, *rest, **options)
+    def spy(self, key, *rest, **options):
+        submitted.append(key)
+        return original(self, key, *rest, **options)
 
-    monkeypatch.setattr(llamacpp.LlamaCppGenerator, "generate", spy)
+    monkeypatch.setattr(llamacpp.SlotTurns, "submit", spy)
     # the tiny model's tokenizer writes the package's tools in 16k tokens
     monkeypatch.setattr(llamacpp, "CONTEXT", 16_384)
     out = tmp_path / "calibration.json"
     settings = ["--seeds", "2", "--group-size", "2", "--max-new-tokens", "8"]
     command = ["calibrate", str(PACKAGE), "--backend", "llamacpp", *settings]
     assert main([*command, "--model", str(gguf), "--json", str(out)]) == 0
-    assert decoded and decoded[0] == 4 and json.loads(out.read_text())["episodes"] == 4
+    assert set(submitted) == {0, 1, 2, 3}  # 2 seeds x 2 samples, each a turn or more
+    assert json.loads(out.read_text())["episodes"] == 4
     assert main([*command, "--model", str(tiny_model_dir)]) == 2
     assert "plays a .gguf model file" in capsys.readouterr().err
     vllm = ["calibrate", str(PACKAGE), "--model", str(gguf), "--backend", "vllm"]
