@@ -173,60 +173,18 @@ class LlamaCppGenerator:
         temperature: float,
         resume: bool = False,
     ) -> list[Sample]:
-        """One turn per prompt, up to `sequences` decoded together (`resume` changes
-        nothing: the shared prefixes are found by comparing token ids)."""
+        """One turn per prompt, streamed through the slots (`SlotTurns`): a prompt
+        takes the first slot a turn frees (`resume` changes nothing: the shared
+        prefixes are found by comparing token ids)."""
         for prompt in prompts:
             self.fits(prompt, max_new_tokens)
-        wave = len(self.held)
-        return [
-            sample
-            for start in range(0, len(prompts), wave)
-            for sample in self._wave(
-                [list(p) for p in prompts[start : start + wave]],
-                max_new_tokens,
-                temperature,
-            )
-        ]
-
-    def _wave(
-        self, prompts: list[list[int]], budget: int, temperature: float
-    ) -> list[Sample]:
-        """At most one prompt per slot: each evaluated in its slot, then every
-        turn decoded together until each stops."""
-        slots = self._assign(prompts)
-        tokens: list[list[int]] = [[] for _ in prompts]
-        logprobs: list[list[float]] = [[] for _ in prompts]
-
-        def take(row: int, index: int) -> None:
-            """Row `row`'s next token, from the last batch's `index`-th logits."""
-            token, logprob = self._draw(index, temperature)
-            tokens[row].append(token)
-            logprobs[row].append(logprob)
-
-        for row, (slot, prompt) in enumerate(zip(slots, prompts, strict=True)):
-            self._evaluate(slot, prompt)
-            take(row, -1)
-        live = [
-            row for row in range(len(prompts)) if not self._done(tokens[row], budget)
-        ]
-        while live:
-            self._decode([(tokens[row][-1], slots[row]) for row in live], True)
-            for index, row in enumerate(live):
-                take(row, index)
-            live = [row for row in live if not self._done(tokens[row], budget)]
-        return [
-            cut_sample(t, p, self.stops, self.tokenizer, self.stop_strings)
-            for t, p in zip(tokens, logprobs, strict=True)
-        ]
-
-    def _assign(self, prompts: list[list[int]]) -> list[int]:
-        """A slot per prompt: the free one whose cache shares the longest prefix."""
-        free, slots = set(range(len(self.held))), []
-        for prompt in prompts:
-            slot = max(sorted(free), key=lambda s: _shared(self.held[s], prompt))
-            free.discard(slot)
-            slots.append(slot)
-        return slots
+        turns = self.stream(temperature)
+        for row, prompt in enumerate(prompts):
+            turns.submit(row, prompt, max_new_tokens)
+        samples: dict[int, Sample] = {}
+        while turns.live:
+            samples.update(turns.step())
+        return [samples[row] for row in range(len(prompts))]
 
     def _done(self, tokens: list[int], budget: int) -> bool:
         """Whether a turn stopped: its budget spent, an end token, a stop string."""
@@ -282,7 +240,7 @@ class LlamaCppGenerator:
                 f"a prompt of {len(prompt)} tokens does not fit llama.cpp's context "
                 f"of {self.context}"
             )
-        (slot,) = self._assign([prompt])
+        slot = max(range(len(self.held)), key=lambda s: _shared(self.held[s], prompt))
         self._evaluate(slot, prompt)
         logits = self._logits(-1)
         return logits - np.logaddexp.reduce(logits)
@@ -314,7 +272,7 @@ class SlotTurns:
     `Turns`): each step admits queued turns into the free slots, evaluates each
     one's new tokens, then decodes one token of every admitted turn in one batch; a
     turn that ends is returned and frees its slot. So no slot waits for the
-    slowest turn of a round, as `generate`'s rounds do.
+    slowest turn of a round.
 
     A continuing episode's turn is admitted before any first turn, into the free
     slot sharing the longest prefix with it: the one its last turn left, which
