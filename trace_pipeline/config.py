@@ -8,6 +8,8 @@ sections it reads, so changing one setting redoes exactly the stages it feeds.
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,6 +21,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    computed_field,
     field_validator,
     model_validator,
 )
@@ -179,6 +182,29 @@ class Target(Section):
                 self.tau2.domain
             )  # not `self.kit =`: that re-validates
         return self
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def source(self) -> str | None:
+        """kind python: the sha256 of the file that holds target.entry's function,
+        so that editing a user's target redoes what was played on it (the project's
+        own targets change with its version instead); None when it cannot be found
+        (the preflight says why)."""
+        if self.entry is None:
+            return None
+        module = self.entry.rpartition(":")[0]
+        try:
+            found = (
+                module
+                if module.endswith(".py")
+                else getattr(importlib.util.find_spec(module), "origin", None)
+            )
+            path = Path(found) if found else None
+            if path is None or not path.is_file():  # not a FIFO's endless read
+                return None
+            return hashlib.sha256(path.read_bytes()).hexdigest()
+        except (ImportError, ValueError, OSError):  # the preflight names the problem
+            return None
 
     @property
     def playable(self) -> bool:
@@ -482,7 +508,7 @@ MODEL = ("model", "chat_template", "precision")
 # without the split sizes; a tau2 target's settings count only for a tau2 target.
 TASKS = (
     "target.kind", "target.env", "target.trajectories", "target.kit", "target.difficulty",
-    "target.entry", "target.settings",
+    "target.entry", "target.source", "target.settings",
 )  # fmt: skip
 
 

@@ -188,6 +188,31 @@ def test_a_target_that_cannot_be_made_is_refused_before_any_stage(
         ContractEnv(entry, yaml.safe_load(settings))
 
 
+def test_editing_a_targets_file_changes_what_its_plays_are_keyed_on(
+    tmp_path: Path,
+) -> None:
+    """A user's target is code they edit between runs: its file's sha256 is one of
+    the settings that define the target's tasks, so collect and evaluate play again
+    (and the frozen config's digest moves) after an edit, and not without one."""
+    from trace_pipeline.config import check_config, read_config, tasks
+    from trace_pipeline.protocol import frozen_digest
+
+    copy = tmp_path / "my_target.py"
+    copy.write_bytes(ERRANDS.read_bytes())
+    config_file = _config(tmp_path, f"{copy}:make_target")
+
+    def keys() -> tuple[dict, str]:
+        config = check_config(read_config(config_file), config_file)
+        return config.section(*tasks(config)), frozen_digest(config)
+
+    before = keys()
+    assert before[0]["target.source"] is not None and keys() == before
+    copy.write_text(copy.read_text().replace('"Please",', '"Kindly",'))
+    after = keys()
+    assert after[0]["target.source"] != before[0]["target.source"]
+    assert after[1] != before[1]
+
+
 @pytest.mark.parametrize(
     "target",
     ["{difficulty: {blockers: 2, give_numbers: 1}}",

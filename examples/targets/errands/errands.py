@@ -16,8 +16,11 @@ mode or have cellular off (the first text is refused, and the agent must turn
 the blocker off: permission_error_recovery), and a nudge's timestamp must come
 from the date tools (date_time_recovery), its time sometimes relative ("the day
 after tomorrow at 08:00", to be resolved against the device clock). A
-both-errand can need both. No request template and no gold tool sequence is an
-archetype module's (tests/trace_pipeline/test_errands_overlap.py).
+both-errand can need both. A text's request may give the contact's number
+(`share_numbered`); otherwise the number must come from the contact tools, a
+step no capability label names (so the truth labels are complete only at 100).
+No request template and no gold tool sequence is an archetype module's
+(tests/trace_pipeline/test_errands_overlap.py).
 """
 
 from __future__ import annotations
@@ -133,7 +136,7 @@ def _nudge_time(
 
 
 def _task(
-    split: str, index: int, share_blocked: int, share_relative: int
+    split: str, index: int, share_blocked: int, share_relative: int, share_numbered: int
 ) -> TargetTask:
     rng = random.Random(f"errands/{split}/{index}")
     state, names = _world(rng, 5)
@@ -149,8 +152,12 @@ def _task(
         number = next(c for c in state["contacts"].values() if c["name"] == name)[
             "phone_number"
         ]
-        asks.append(f"let {name.split()[0]} know that {note}")
-        expected.append({"name": "search_contacts", "arguments": {"name": name}})
+        if share_numbered and rng.randrange(100) < share_numbered:  # 0: no draw
+            asks.append(f"text {name.split()[0]} at {number} that {note}")
+        else:
+            asks.append(f"let {name.split()[0]} know that {note}")
+            expected.append({"name": "search_contacts", "arguments": {"name": name}})
+            hidden.append(number)
         if rng.randrange(100) < share_blocked:
             needs.append("permission_error_recovery")
             if rng.random() < 0.5:  # low battery mode, which also turned cellular off
@@ -169,7 +176,7 @@ def _task(
                 "arguments": {"phone_number": number, "content": note},
             }
         )
-        wanted_message, hidden = (number, note), [number]
+        wanted_message = (number, note)
     if kind in ("nudge", "both"):
         chore = rng.choice(CHORES)
         relative = rng.randrange(100) < share_relative
@@ -200,15 +207,17 @@ def _task(
     expected.append({"content": "Done: " + " and ".join(asks) + "."})
 
     def check(final: dict[str, Any], messages: list[dict[str, Any]]) -> bool:
-        """The errands are done: the text sent once, to that number, saying the note;
-        the nudge set for that moment (within a minute), about that chore."""
+        """The errands are done: one text sent, to that number, saying the note (in
+        any words around it); the nudge set for that moment (within a minute),
+        about that chore."""
         if wanted_message is not None:
-            sent = [
-                m for m in final["messages"].values()
-                if m["recipient_phone_number"] == wanted_message[0]
-            ]  # fmt: skip
-            said = sent[0]["content"].strip().rstrip(".").lower() if sent else None
-            if len(sent) != 1 or said != wanted_message[1].lower():
+            sent = list(final["messages"].values())
+            if (
+                len(sent) != 1
+                or sent[0]["recipient_phone_number"] != wanted_message[0]
+                or wanted_message[1].lower()
+                not in " ".join(sent[0]["content"].lower().split())
+            ):
                 return False
         if wanted_reminder is not None:
             chore, moment = wanted_reminder
@@ -232,12 +241,16 @@ def _task(
     )
 
 
-def make_target(share_blocked: int = 40, share_relative: int = 60) -> Target:
-    """The errands target; `share_blocked` and `share_relative` are the percent of
-    texts a phone setting blocks and of nudges given a relative time."""
+def make_target(
+    share_blocked: int = 40, share_relative: int = 60, share_numbered: int = 0
+) -> Target:
+    """The errands target; `share_blocked`, `share_relative` and `share_numbered`
+    are the percent of texts a phone setting blocks, of nudges given a relative
+    time, and of texts whose request gives the number."""
     for name, value in (
         ("share_blocked", share_blocked),
         ("share_relative", share_relative),
+        ("share_numbered", share_numbered),
     ):
         if (
             isinstance(value, bool)
@@ -250,7 +263,9 @@ def make_target(share_blocked: int = 40, share_relative: int = 60) -> Target:
         tools=[{"type": "function", "function": TOOLKIT.function(n)} for n in TOOLS],
         functions={name: TOOLKIT.implementations[name] for name in TOOLS},
         policy=POLICY,
-        task=lambda split, index: _task(split, index, share_blocked, share_relative),
+        task=lambda split, index: _task(
+            split, index, share_blocked, share_relative, share_numbered
+        ),
         reads=READS,
         max_turns=12,
     )
