@@ -263,6 +263,12 @@ class Generate(Section):
         "capabilities, on the target's kit, whatever the analysis found (an untargeted "
         "control; a smoke test whose random model fails everything)",
     )
+    reward_mode: Literal["binary", "partial"] = Field(
+        "binary",
+        description="what each package's GRPO reward pays: binary, 1 for a solved task; "
+        "partial, the share of the gold state reached (graded, so that fewer groups "
+        "are flat after the cold start)",
+    )
     target_prompt: bool = Field(
         True,
         description="packages show the target's prompt: only the kit's tools the "

@@ -131,23 +131,42 @@ def test_packages_show_the_targets_tools_and_policy(finished: Path) -> None:
 
 
 def test_a_policy_is_shown_only_by_packages_of_the_targets_kit(tmp_path: Path) -> None:
-    from trace_pipeline.stages.generate import Prompt, narrowed
+    from trace_pipeline.stages.generate import Prompt, as_configured
 
     spec = ROOT / "examples" / "capabilities" / "permission_error_recovery.json"
-    own = narrowed(
-        spec, Prompt(["search_contacts", "add_reminder"], "Be brief."), tmp_path / "a"
+    own = as_configured(
+        spec,
+        Prompt(["search_contacts", "add_reminder"], "Be brief."),
+        "binary",
+        tmp_path / "a",
     )
     generation = json.loads(own.read_text())["generation"]
     assert generation["tools"] == ["search_contacts", "add_reminder"]
     assert generation["policy"] == "Be brief."
     # a target on another kit that shares a tool name: the tools narrow, its policy stays out
-    other = narrowed(
+    other = as_configured(
         spec,
         Prompt(["search_contacts", "book_flight"], "Airline rules."),
+        "binary",
         tmp_path / "b",
     )
     generation = json.loads(other.read_text())["generation"]
     assert generation["tools"] == ["search_contacts"] and "policy" not in generation
+
+
+def test_generate_reward_mode_is_what_each_package_pays(tmp_path: Path) -> None:
+    """`generate.reward_mode: partial` reaches the package's spec (its env reads it at
+    run time); binary, the spec's own default, leaves a spec without a prompt as it is."""
+    from trace_pipeline.stages.generate import as_configured
+
+    spec = ROOT / "examples" / "capabilities" / "permission_error_recovery.json"
+    assert as_configured(spec, None, "binary", tmp_path / "a") == spec
+    graded = as_configured(spec, None, "partial", tmp_path / "b")
+    assert json.loads(graded.read_text())["generation"]["reward_mode"] == "partial"
+    assert (
+        json.loads(spec.read_text()).get("generation", {}).get("reward_mode", "binary")
+        == "binary"
+    )  # the source is never written
 
 
 def test_a_rerun_skips_every_stage_and_from_redoes_the_rest(finished: Path) -> None:

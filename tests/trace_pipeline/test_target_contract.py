@@ -303,6 +303,10 @@ def test_the_errands_config_runs_the_whole_loop_on_a_python_target(
         assert summary["iterations"] == 1 and summary["optimizer_steps"] >= 0
         assert 0 <= summary["dropped_groups"] <= 1
     assert "| GRPO steps | dropped |" in report
+    # generate.reward_mode: partial reached every package GRPO trained on
+    for package in (out / "generate" / "envs").iterdir():
+        spec = json.loads((package / "capability.json").read_text())
+        assert spec["generation"]["reward_mode"] == "partial", package.name
 
 
 def test_trace_eval_judges_a_finished_run_on_another_target(

@@ -51,24 +51,34 @@ def target_prompt(context: Context) -> Prompt | None:
     )
 
 
-def narrowed(spec: Path, prompt: Prompt | None, folder: Path) -> Path:
-    """`spec` showing the target's prompt (a copy): `generation.tools`, the target's
-    tools of its kit, and `generation.policy`, the target's policy when every tool
-    the target shows is the kit's (a policy written for another kit stays out)."""
-    if prompt is None or not prompt.tools:
-        return spec
+def as_configured(
+    spec: Path, prompt: Prompt | None, reward_mode: str, folder: Path
+) -> Path:
+    """`spec` as this run builds it (a copy where that changes it): paying
+    `reward_mode` (`generation.reward_mode`), and showing the target's prompt:
+    `generation.tools`, the target's tools of its kit, and `generation.policy`,
+    the target's policy when every tool the target shows is the kit's (a policy
+    written for another kit stays out)."""
     from factory.kits import kits
 
     data = json.loads(spec.read_text(encoding="utf-8"))
+    generation = data.setdefault("generation", {})
+    changed = generation.get("reward_mode", "binary") != reward_mode
+    generation["reward_mode"] = reward_mode
     kit = kits().get(str(data.get("target")))
     shared = [
-        name for name in prompt.tools if kit is not None and name in kit.tool_names
+        name
+        for name in (prompt.tools if prompt is not None else [])
+        if kit is not None and name in kit.tool_names
     ]
-    if not shared:  # another kit than the target's: it keeps all its tools and policy
+    # another kit than the target's keeps all its tools and policy
+    if prompt is not None and shared:
+        generation["tools"] = shared
+        if prompt.policy and len(shared) == len(prompt.tools):  # a policy of this kit
+            generation["policy"] = prompt.policy
+        changed = True
+    if not changed:
         return spec
-    data.setdefault("generation", {})["tools"] = shared
-    if prompt.policy and len(shared) == len(prompt.tools):  # a policy of this kit
-        data["generation"]["policy"] = prompt.policy
     folder.mkdir(parents=True, exist_ok=True)
     write_json(folder / spec.name, data)
     return folder / spec.name
@@ -108,7 +118,9 @@ def build(
     from factory.generate.build import Codegen, generate
 
     name = source.stem
-    spec = narrowed(source, prompt, out / "specs")
+    spec = as_configured(
+        source, prompt, context.config.generate.reward_mode, out / "specs"
+    )
     try:
         package, report = generate(
             spec,
