@@ -125,6 +125,10 @@ def test_the_date_time_package_is_fitted_to_the_failures() -> None:
         "expression_kinds": 3,
         "horizon_days": 21,  # wider than the default where a failure went further
     }
+    # failures that say no number of days (the errands target's "50 hours from
+    # now", "the day after tomorrow") keep the default horizon
+    hours = run("Nudge me to call Bo 50 hours from now.", "add_reminder")
+    assert fit("phone", [hours], [hours])["horizon_days"] == 10
     assert fit("airline", runs, runs) == {} and fit("phone", [], runs) == {}
     # the spec factory generate builds from accepts them
     from factory.runtime.task import resolve_knobs

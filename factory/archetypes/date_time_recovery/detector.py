@@ -103,5 +103,5 @@ def fit(
     return {
         "share_messages": round(100 * sum(map(_texts, asked)) / len(asked)),
         "expression_kinds": kinds,
-        "horizon_days": min(30, max(default["horizon_days"], *days)),
+        "horizon_days": min(30, max([default["horizon_days"], *days])),
     }
