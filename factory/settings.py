@@ -250,6 +250,34 @@ def _stop(number: int, frame: object) -> None:
     raise KeyboardInterrupt(number)
 
 
+def _internal_error(prog: str, exc: Exception) -> int:
+    """A bug (an exception no check names): one line saying where, the traceback in
+    a file of the system's temporary folder (printed instead with TRACE_TRACEBACK=1),
+    exit 1. What the command finished is kept: every output is moved into place
+    only when complete."""
+    import tempfile
+    import traceback
+
+    text = "".join(traceback.format_exception(exc))
+    if os.environ.get("TRACE_TRACEBACK"):
+        print(text, file=sys.stderr, end="")
+        kept = ""
+    else:
+        with tempfile.NamedTemporaryFile(
+            "w", prefix=f"{prog}-error-", suffix=".txt", delete=False
+        ) as handle:
+            handle.write(text)
+        kept = f"; the traceback is in {handle.name}"
+    frame = traceback.extract_tb(exc.__traceback__)[-1]
+    where = f"{os.path.basename(frame.filename)}:{frame.lineno}"
+    print(
+        f"{prog}: internal error: {type(exc).__name__}: {printable(one_line(str(exc)))[:300]} "
+        f"(at {where}); this is a bug in TRACE factory, please report it{kept}",
+        file=sys.stderr,
+    )
+    return 1
+
+
 def dispatch(
     prog: str,
     parse: Callable[[], argparse.Namespace],
@@ -260,7 +288,8 @@ def dispatch(
     """Run the parsed command with the exit codes every CLI shares, one line each.
 
     2 for `errors` (their message names the fix; an error with an `exit_code` exits
-    with that) and for paths the system refuses; 128 + N when stopped by signal N:
+    with that) and for paths the system refuses; 1 for a bug (`_internal_error`);
+    128 + N when stopped by signal N:
     SIGTERM is raised like Ctrl-C, `stops` are the command's own stop exceptions
     (carrying the signal's `number`), and `stopped` says what is left. A command
     that handles signals itself (a GRPO run) installs its own handlers meanwhile."""
@@ -286,5 +315,7 @@ def dispatch(
         number = getattr(exc, "number", exc.args[0] if exc.args else signal.SIGINT)
         print(f"{prog}: {stopped}", file=sys.stderr)
         return 128 + int(number)
+    except Exception as exc:  # noqa: BLE001 - a bug of ours: one line, the trace kept
+        return _internal_error(prog, exc)
     finally:
         signal.signal(signal.SIGTERM, previous)  # callers in-process get theirs back

@@ -15,6 +15,10 @@ from hypothesis import settings
 settings.register_profile("project", deadline=None)
 settings.load_profile("project")
 
+# A bug's traceback printed by every CLI the tests run (not kept in a file), so a
+# failing test shows it (factory.settings.dispatch).
+os.environ.setdefault("TRACE_TRACEBACK", "1")
+
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "capabilities"
 

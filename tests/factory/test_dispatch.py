@@ -1,6 +1,7 @@
 """Every CLI's exit codes come from one place (`factory.settings.dispatch`): one
 line and 2 for a bad input or a refused path, a command's own code where its error
-carries one, 128 + N when stopped by signal N, and the caller's SIGTERM handler back."""
+carries one, 128 + N when stopped by signal N, and the caller's SIGTERM handler back;
+a bug is not hidden: one line naming it and where, its traceback kept, exit 1."""
 
 from __future__ import annotations
 
@@ -69,11 +70,6 @@ def test_sigterm_stops_the_command_and_the_handler_is_restored(capsys) -> None:
     assert _run(lambda: 0, capsys) == (0, [])
 
 
-def test_an_unexpected_error_is_not_hidden(capsys) -> None:
-    with pytest.raises(ZeroDivisionError):
-        _run(_raise(ZeroDivisionError()), capsys)
-
-
 def test_a_path_with_a_newline_stays_on_one_line(capsys) -> None:
     out = "runs/a\nb"
 
@@ -97,3 +93,24 @@ def test_a_path_with_a_newline_stays_on_one_line(capsys) -> None:
         2,
         ["tool: error: a\\nb: No such file or directory"],
     )
+
+
+def test_a_bug_is_one_line_naming_where_and_its_traceback_is_kept(
+    capsys, monkeypatch
+) -> None:
+    """An exception no check names (a bug of ours) exits 1 with one line saying what
+    and where, and the file holding the whole traceback; TRACE_TRACEBACK=1 prints
+    the traceback instead (what the test suite sets, to debug a failure)."""
+    monkeypatch.delenv("TRACE_TRACEBACK", raising=False)
+    code, lines = _run(_raise(TypeError("'int' object is not iterable")), capsys)
+    assert code == 1 and len(lines) == 1
+    assert lines[0].startswith(
+        "tool: internal error: TypeError: 'int' object is not iterable (at "
+    )
+    kept = lines[0].rpartition("the traceback is in ")[2]
+    text = open(kept).read()
+    os.unlink(kept)
+    assert text.startswith("Traceback") and "'int' object is not iterable" in text
+    monkeypatch.setenv("TRACE_TRACEBACK", "1")
+    code, lines = _run(_raise(TypeError("again")), capsys)
+    assert code == 1 and lines[0] == "Traceback (most recent call last):"
