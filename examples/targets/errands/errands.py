@@ -16,7 +16,8 @@ mode or have cellular off (the first text is refused, and the agent must turn
 the blocker off: permission_error_recovery), and a nudge's timestamp must come
 from the date tools (date_time_recovery), its time sometimes relative ("the day
 after tomorrow at 08:00", to be resolved against the device clock). A
-both-errand can need both. A text's request may give the contact's number
+both-errand can need both, and needs each errand done before the agent closes
+(multi_step_task_completion). A text's request may give the contact's number
 (`share_numbered`); otherwise the number must come from the contact tools, a
 step no capability label names (so the truth labels are complete only at 100).
 No request template and no gold tool sequence is an archetype module's
@@ -204,6 +205,8 @@ def _task(
             },
         ]
         wanted_reminder = (chore, when.timestamp())
+    if kind == "both":  # two errands in one request: both done before closing
+        needs.append("multi_step_task_completion")
     expected.append({"content": "Done: " + " and ".join(asks) + "."})
 
     def check(final: dict[str, Any], messages: list[dict[str, Any]]) -> bool:
