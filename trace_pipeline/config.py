@@ -21,7 +21,6 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
-    computed_field,
     field_validator,
     model_validator,
 )
@@ -183,7 +182,6 @@ class Target(Section):
             )  # not `self.kit =`: that re-validates
         return self
 
-    @computed_field  # type: ignore[prop-decorator]
     @property
     def source(self) -> str | None:
         """kind python: the sha256 of the file that holds target.entry's function,
@@ -494,10 +492,18 @@ class PipelineConfig(Section):
             )
         return self
 
+    def as_json(self) -> dict[str, Any]:
+        """Every setting as plain JSON, with what is derived from them that shapes
+        outcomes (`target.source`): what manifests and the frozen digest hash."""
+        data = self.model_dump(mode="json")
+        if self.target.source is not None:  # a python target's (others: as before)
+            data["target"]["source"] = self.target.source
+        return data
+
     def section(self, *names: str) -> dict[str, Any]:
         """The named settings as plain JSON (what a stage's manifest hashes);
         `section.key` names one setting of a section."""
-        data = self.model_dump(mode="json")
+        data = self.as_json()
         chosen = {}
         for name in names:
             value = data
@@ -514,13 +520,16 @@ MODEL = ("model", "chat_template", "precision")
 # without the split sizes; a tau2 target's settings count only for a tau2 target.
 TASKS = (
     "target.kind", "target.env", "target.trajectories", "target.kit", "target.difficulty",
-    "target.entry", "target.source", "target.settings",
+    "target.entry", "target.settings",
 )  # fmt: skip
 
 
 def tasks(config: PipelineConfig) -> tuple[str, ...]:
-    """The names of the settings that define `config`'s target tasks."""
-    return (*TASKS, "target.tau2") if config.target.kind == "tau2" else TASKS
+    """The names of the settings that define `config`'s target tasks (a python
+    target's also its file's sha256, `target.source`)."""
+    if config.target.kind == "tau2":
+        return (*TASKS, "target.tau2")
+    return (*TASKS, "target.source") if config.target.source is not None else TASKS
 
 
 def settings_table(

@@ -37,14 +37,19 @@ class TargetHandle(EnvHandle):
 
 
 def phone_target(difficulty: Mapping[str, int]) -> TargetHandle:
-    """The built-in phone target's env handle with these knob values."""
-    from trace_pipeline.targets import phone
+    """The built-in phone target's env handle with these knob values: served
+    through the target contract (`phone.contract_target`) as a user's target is,
+    which plays exactly as its own env (tests/trace_pipeline/test_phone_target.py)."""
+    from trace_pipeline.targets import contract, phone
 
     return TargetHandle(
-        phone.ENV_ID,
-        "trace_pipeline.targets.phone",
+        contract.ENV_ID,
+        "trace_pipeline.targets.contract",
         {"name": phone.CAPABILITY, "description": phone.family().description},
-        {"difficulty": dict(difficulty)},
+        {
+            "entry": "trace_pipeline.targets.phone:contract_target",
+            "settings": {"difficulty": dict(difficulty)},
+        },
     )
 
 

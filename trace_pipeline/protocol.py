@@ -40,7 +40,7 @@ def first_seed(config: PipelineConfig) -> int:
 def frozen_digest(config: PipelineConfig) -> str:
     """The digest of everything in the config that shapes an evaluation's outcome or
     what its report compares (the best single adapter, chosen on dev)."""
-    data = config.model_dump(mode="json")
+    data = config.as_json()
     frozen = {key: value for key, value in data.items() if key not in UNFROZEN}
     if config.protocol.best_single is not None:  # absent: earlier digests still hold
         frozen["best_single"] = config.protocol.best_single

@@ -7,19 +7,22 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import gymnasium
 import pytest
 from pydantic import ValidationError
 
 from factory.runtime.policies import run_episode
 from trace_pipeline.context import phone_target
+from trace_pipeline.targets import phone
 from trace_pipeline.targets.solved import NAME, write_package
 from trainer.envs import resolve_env
 
 
 def _records(seeds: list[int], solved: set[int]) -> list[dict]:
     """Collect's records of the phone target: the gold policy's episode where the
-    seed is in `solved`, else that episode without its last reply, failed."""
-    env = phone_target({}).make()
+    seed is in `solved`, else that episode without its last reply, failed (played
+    on the phone target's own env, whose episodes `trace run`'s are)."""
+    env = gymnasium.make(phone.ENV_ID).unwrapped
     records = []
     for seed in seeds:
         messages = run_episode(env, "gold", seed).info["messages"]
