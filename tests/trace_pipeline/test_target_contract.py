@@ -323,7 +323,9 @@ def test_trace_eval_judges_a_finished_run_on_another_target(
         main(["eval", str(errands_run), "--target", str(phone), "--out", str(out)]) == 0
     )
     report = json.loads((out / "evaluate" / "report.json").read_text())
-    assert report["environments"] == ["trace/PhoneTarget-v0"] and report["tasks"] == 6
+    # the phone target plays through the contract, as the errands target does
+    assert report["environments"] == ["trace/ContractTarget-v0"]
+    assert report["tasks"] == 6
     assert {"oracle", "base model", "single: permission_error_recovery"} <= set(
         report["success"]
     )
