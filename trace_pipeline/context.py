@@ -108,8 +108,12 @@ class Context:
         return str(Path(self.model_path) / TINY_GGUF)
 
     def llama(self) -> tuple[Any, Any]:
-        """llama.cpp on the base model's GGUF file, and the tokenizer, loaded once."""
-        if "llama" not in self.loaded:
+        """llama.cpp on the base model's GGUF file, and the tokenizer, loaded once;
+        each call (a job's start) gets it with no cache kept from earlier work, so a
+        job's tokens depend on its inputs alone (`LlamaCppGenerator.forget`)."""
+        if "llama" in self.loaded:
+            self.loaded["llama"][0].forget()
+        else:
             from trainer.llamacpp import open_generator
             from trainer.models import load_tokenizer
 

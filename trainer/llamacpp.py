@@ -151,7 +151,15 @@ class LlamaCppGenerator:
         if llama_cpp.llama_set_adapters_lora(self.ctx, pointers, len(wanted), scales):
             raise TrainerError("llama.cpp cannot apply the LoRA files " + str(wanted))
         self.applied = wanted
-        llama_cpp.llama_memory_clear(self.memory, True)
+        self.forget()
+
+    def forget(self) -> None:
+        """Drop every slot's KV cache, so what follows decodes as in a fresh
+        generator: the row count of the batch that evaluated a kept prefix moves
+        quantized products' last bits, and with them close greedy choices, so a
+        job must not start from another job's caches (a collect shard's episodes
+        changed on 8 of 16 tasks after another shard in the same process)."""
+        self.lib.llama_memory_clear(self.memory, True)
         self.held = [[] for _ in self.held]
 
     def stream(self, temperature: float) -> SlotTurns:

@@ -223,7 +223,7 @@ def test_grpo_samples_its_rollouts_through_llamacpp(
 
 
 def test_sequences_decoded_together_give_each_ones_turn_alone(tiny_gguf: Path) -> None:
-    """Greedy turns of five prompts through two slots (three waves) are the turns each
+    """Greedy turns of five prompts streamed through two slots are the turns each
     prompt gets alone in a fresh generator; a next turn goes to the slot holding its
     conversation and evaluates only its new tokens (and the reply's last token,
     which was sampled, never decoded)."""
@@ -256,9 +256,18 @@ def test_sequences_decoded_together_give_each_ones_turn_alone(tiny_gguf: Path) -
         decode(entries, logits)
 
     together._decode = counted
-    # the slots hold prompts 4 and 2 (each wave's prompt took the slot sharing most)
+    # the slots hold prompts 4 and 2 (each prompt took the free slot sharing most)
     together.generate([prompts[i] + turns[i].tokens + more for i in (2, 4)], 10, 0.0)
     assert evaluated[:2] == [len(more) + 1, len(more) + 1]
+    # forgotten (a job's start): the whole prompt is evaluated again, and the turn is
+    # a fresh generator's
+    together.forget()
+    evaluated.clear()
+    follow = prompts[2] + turns[2].tokens + more
+    (turn,) = together.generate([follow], 10, 0.0)
+    assert evaluated[0] == len(follow)
+    fresh = LlamaCppGenerator(tiny_gguf, tokenizer, context=512, sequences=2)
+    assert turn.tokens == fresh.generate([follow], 10, 0.0)[0].tokens
 
 
 class ChattyEnv:
