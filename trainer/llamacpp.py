@@ -24,7 +24,7 @@ import os
 import shutil
 import tempfile
 import weakref
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -183,9 +183,8 @@ class LlamaCppGenerator:
     ) -> list[Sample]:
         """One turn per prompt, streamed through the slots (`SlotTurns`): a prompt
         takes the first slot a turn frees (`resume` changes nothing: the shared
-        prefixes are found by comparing token ids)."""
-        for prompt in prompts:
-            self.fits(prompt, max_new_tokens)
+        prefixes are found by comparing token ids). Every prompt is checked
+        (`SlotTurns.submit`) before any is decoded."""
         turns = self.stream(temperature)
         for row, prompt in enumerate(prompts):
             turns.submit(row, prompt, max_new_tokens)
@@ -193,6 +192,10 @@ class LlamaCppGenerator:
         while turns.live:
             samples.update(turns.step())
         return [samples[row] for row in range(len(prompts))]
+
+    def closest(self, slots: Iterable[int], prompt: list[int]) -> int:
+        """Of `slots`, the first whose cache shares the longest prefix with `prompt`."""
+        return max(slots, key=lambda slot: _shared(self.held[slot], prompt))
 
     def _done(self, tokens: list[int], budget: int) -> bool:
         """Whether a turn stopped: its budget spent, an end token, a stop string."""
@@ -248,7 +251,7 @@ class LlamaCppGenerator:
                 f"a prompt of {len(prompt)} tokens does not fit llama.cpp's context "
                 f"of {self.context}"
             )
-        slot = max(range(len(self.held)), key=lambda s: _shared(self.held[s], prompt))
+        slot = self.closest(range(len(self.held)), prompt)
         self._evaluate(slot, prompt)
         logits = self._logits(-1)
         return logits - np.logaddexp.reduce(logits)
@@ -329,7 +332,7 @@ class SlotTurns:
         self.continuing = self.continuing[taken_continuing:]
         self.first = self.first[taken - taken_continuing :]
         for key, prompt, budget in admitted:
-            slot = max(free, key=lambda s: _shared(generator.held[s], prompt))
+            slot = generator.closest(free, prompt)
             free.remove(slot)
             generator._evaluate(slot, prompt)
             token, logprob = generator._draw(-1, self.temperature)
