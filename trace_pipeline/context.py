@@ -65,6 +65,28 @@ def python_target(entry: str, settings: Mapping[str, Any]) -> TargetHandle:
     )
 
 
+def gym_target(env: str) -> EnvHandle:
+    """A gym target's env handle: one built on a task family (a generated package)
+    served through the target contract (`contract.package_target`), as the phone
+    target and a user's are, episode for episode what its own env plays but judged
+    by success alone; any other gymnasium text env as itself."""
+    from trace_pipeline.targets import contract
+    from trainer.envs import resolve_env
+
+    handle = resolve_env(env)
+    if contract.family_of(handle.make()) is None:
+        return handle
+    return TargetHandle(
+        contract.ENV_ID,
+        "trace_pipeline.targets.contract",
+        handle.capability,
+        {
+            "entry": "trace_pipeline.targets.contract:package_target",
+            "settings": {"env": env},
+        },
+    )
+
+
 @dataclass
 class Context:
     """One run's shared state."""
@@ -76,7 +98,7 @@ class Context:
         False  # `--replay-test`: a test split played before may be again
     )
     _base: tuple[Any, Any] | None = None
-    loaded: dict[str, Any] = field(default_factory=dict)  # models a stage loads once
+    loaded: dict[str, Any] = field(default_factory=dict)  # what a stage loads once
 
     def say(self, text: str) -> None:
         """One progress line on stderr."""
@@ -144,9 +166,9 @@ class Context:
                 "use kind phone or gym to collect and evaluate"
             )
         if self.config.target.kind == "gym":
-            from trainer.envs import resolve_env
-
-            return resolve_env(str(self.config.target.env))
+            if "gym" not in self.loaded:
+                self.loaded["gym"] = gym_target(str(self.config.target.env))
+            return self.loaded["gym"]
         if self.config.target.kind == "tau2":
             return self._tau2()
         if self.config.target.kind == "python":

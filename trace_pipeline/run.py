@@ -28,7 +28,7 @@ from trace_pipeline.config import (
     load_config,
     read_config,
 )
-from trace_pipeline.context import Context
+from trace_pipeline.context import Context, TargetHandle, gym_target
 from trace_pipeline.errors import PipelineError
 from trace_pipeline.protocol import guard
 from trace_pipeline.stages import NAMES, STAGES, Stage
@@ -146,7 +146,6 @@ def preflight(config: PipelineConfig) -> None:
     from factory.analyze.pipeline import resolve_target
     from factory.errors import FactoryError
     from trainer.chat_templates import BUILTIN, template_file
-    from trainer.envs import resolve_env
     from trainer.errors import TrainerError
     from trainer.models import check_model
     from trainer.settings import check_backend
@@ -158,9 +157,11 @@ def preflight(config: PipelineConfig) -> None:
         if config.chat_template is not None and config.chat_template not in BUILTIN:
             template_file(config.chat_template, "chat_template")
         resolve_target(target.kit, "target.kit")
-        if target.kind == "gym":
-            resolve_env(str(target.env))
-        if target.kind in ("python", "phone"):
+        through_contract = target.kind in ("python", "phone") or (
+            target.kind == "gym"  # a package's task family (`gym_target`)
+            and isinstance(gym_target(str(target.env)), TargetHandle)
+        )
+        if through_contract:
             problems = target_problems(*contract_entry(target), TASKS_CHECKED)
             if problems:
                 raise PipelineError(

@@ -10,6 +10,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 from factory.runtime import run_episode
+from tests.trace_pipeline.contract_play import assert_plays_alike
 from trace_pipeline.targets import phone
 
 SEEDS = range(120)
@@ -59,10 +60,8 @@ def test_knobs_set_the_tools_and_the_share_of_needs() -> None:
 
 def test_the_phone_target_through_the_contract_plays_as_its_own_env() -> None:
     """The built-in target is an instance of the target contract: served by
-    `phone.contract_target` as a ContractEnv it gives, for the same actions (the
-    gold policy, the lacking one, an unreadable message), the same observations,
-    rewards, endings, success, needs and tools as its own env, on each split."""
-    from factory.runtime.policies import gold_policy, lacking_policy
+    `phone.contract_target` as a ContractEnv it plays, for the same actions, as its
+    own env on each split (`assert_plays_alike`)."""
     from trace_pipeline.context import phone_target
     from trainer.settings import DEV_SEED_BASE, EVAL_SEED_BASE
 
@@ -70,29 +69,6 @@ def test_the_phone_target_through_the_contract_plays_as_its_own_env() -> None:
     own = gymnasium.make(phone.ENV_ID, difficulty=knobs).unwrapped
     served = phone_target(knobs).make()  # what `trace run` plays
     seeds = [*range(12), *range(DEV_SEED_BASE, DEV_SEED_BASE + 6)]
-    for seed in [*seeds, *range(EVAL_SEED_BASE, EVAL_SEED_BASE + 6)]:
-        for which in (gold_policy, lacking_policy, None):
-            first, info = own.reset(seed=seed)
-            opening, mine = served.reset(seed=seed)
-            assert opening == first
-            assert (mine["task_id"], mine["tools"], mine["needs"]) == (
-                info["task_id"], info["tools"], info["needs"],
-            )  # fmt: skip
-            gold = [
-                {"name": a.name, "arguments": a.arguments}
-                for a in own.task.gold_actions
-            ]
-            assert mine["expected_actions"] == gold  # what analysis contrasts against
-            policy = which(own.task) if which else (lambda _: "<not a message")
-            observation, done = "", False
-            while not done:
-                action = policy(observation)
-                observation, reward, terminated, truncated, info = own.step(action)
-                theirs = served.step(action)
-                assert theirs[:4] == (observation, reward, terminated, truncated)
-                done = terminated or truncated
-            assert theirs[4]["success"] is info["success"], (seed, which)
-            if which is gold_policy:
-                assert info["success"], seed
-            elif which is None:
-                assert not info["success"], seed
+    assert_plays_alike(
+        own, served, [*seeds, *range(EVAL_SEED_BASE, EVAL_SEED_BASE + 6)]
+    )

@@ -14,6 +14,7 @@ from tests.trace_pipeline.contract_play import as_action
 from trace_pipeline.cli import main
 from trace_pipeline.targets.contract import (
     DEV_SEED_BASE,
+    ENV_ID,
     ContractEnv,
     TargetError,
     split_of,
@@ -228,6 +229,37 @@ def test_check_target_checks_the_phone_target_and_a_package_through_the_contract
     config.write_text(f"model: tiny\ntarget: {target}\n")
     assert main(["check-target", str(config), "--tasks", "6"]) == 0
     assert "every check passed on 6 tasks" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "package", sorted(p.name for p in (ROOT / "generated_envs").iterdir() if p.is_dir())
+)
+def test_a_gym_target_built_on_a_task_family_plays_through_the_contract(
+    package: str,
+) -> None:
+    """`trace run` plays a generated package named by a gym target through the
+    contract, as it plays the phone target and a user's: episode for episode what
+    the package's own env plays (here under a graded reward), judged by success;
+    an env not built on a task family plays as itself."""
+    from tests.trace_pipeline.contract_play import assert_plays_alike
+    from trace_pipeline.context import TargetHandle, gym_target
+    from trainer.envs import resolve_env
+
+    folder = str(ROOT / "generated_envs" / package)
+    handle = gym_target(folder)
+    assert isinstance(handle, TargetHandle) and handle.env_id == ENV_ID
+    own = resolve_env(folder).make(reward_mode="partial")
+    seeds = [
+        0,
+        1,
+        2,
+        DEV_SEED_BASE,
+        DEV_SEED_BASE + 1,
+        EVAL_SEED_BASE,
+        EVAL_SEED_BASE + 1,
+    ]
+    assert_plays_alike(own, handle.make(), seeds)
+    assert not isinstance(gym_target("CartPole-v1"), TargetHandle)
 
 
 @pytest.mark.parametrize(

@@ -30,6 +30,7 @@ worked example; `trace check-target CONFIG` checks a target before any run.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import importlib.util
@@ -186,19 +187,29 @@ def load_target(entry: str, settings: Mapping[str, Any] | None = None) -> Target
 def from_family(
     family: TaskFamily,
     needs: Callable[[int], Sequence[str]] | None = None,
+    difficulty: Mapping[str, int] | None = None,
+    max_turns: int | None = None,
 ) -> Target:
     """A task family (what every generated package and the built-in phone target
     play, `factory.runtime`) as a contract target, so `trace check-target` checks
-    them as it checks a user's: the same tasks per seed (the split's), the kit's
-    tools and policy, the gold turns as the expected actions, the family's own
-    verifier as the check, and `needs(seed)` where the family states them. A
-    package's family is its own runtime copy's: its own runtime's verifier judges."""
+    them as it checks a user's and `trace run` plays them as it plays a user's: the
+    same tasks per seed (the split's) at these knob values, the kit's tools and
+    policy, the gold turns as the expected actions, the family's own verifier as the
+    check (success: the target's reward is binary whatever the family's reward
+    mode), and `needs(seed)` where the family states them. A package's family is
+    its own runtime copy's: its own runtime's verifier judges."""
     toolkit = family.toolkit
-    verify = importlib.import_module(type(family).__module__.rpartition(".")[0]).verify
+    runtime = importlib.import_module(type(family).__module__.rpartition(".")[0])
+    verify = runtime.verify
+    knobs = family.knob_values(difficulty)
+    functions = {
+        name: _refusing(function, runtime.ToolError)
+        for name, function in toolkit.implementations.items()
+    }
 
     def task(split: str, index: int) -> TargetTask:
         seed = seed_of(split, index)
-        drawn = family.generate(seed)
+        drawn = family.generate(seed, knobs)
         expected = [
             {"name": call.name, "arguments": dict(call.arguments)}
             if turn.tool_calls
@@ -224,28 +235,59 @@ def from_family(
     return Target(
         name=family.name,
         tools=list(toolkit.schemas),
-        functions=dict(toolkit.implementations),
+        functions=functions,
         policy=toolkit.policy,
         task=task,
         reads=frozenset(toolkit.reads),
         system_prompt=toolkit.system_prompt,
-        max_turns=family.max_turns,
+        max_turns=max_turns or family.max_turns,
     )
+
+
+def _refusing(
+    function: Callable[..., Any], error: type[Exception]
+) -> Callable[..., Any]:
+    """`function` raising the contract's ToolError where it raises `error` (a
+    package's own runtime copy refuses calls with its own ToolError class, which
+    the contract would take for a crash)."""
+    if error is ToolError:
+        return function
+
+    @functools.wraps(function)
+    def call(state: State, /, **arguments: Any) -> Any:  # a tool may take `state`
+        try:
+            return function(state, **arguments)
+        except error as exc:
+            raise ToolError(str(exc)) from exc
+
+    return call
+
+
+def family_of(env: gymnasium.Env) -> TaskFamily | None:
+    """The task family a made env plays (a generated package's, in its own runtime
+    copy's class), or None for an env not built on one."""
+    family = getattr(env, "family", None)
+    return family if callable(getattr(family, "generate", None)) else None
 
 
 def package_target(env: str) -> Target:
     """A generated package (a folder, an installed package or its gymnasium id), or
-    any env built on a task family, through the contract (`from_family`)."""
+    any env built on a task family, through the contract (`from_family`), at the
+    knob values and turn limit its gymnasium registration gives it."""
     from trainer.envs import resolve_env
 
     made = resolve_env(env).make()
-    family = getattr(made, "family", None)  # a package's own runtime copy's class
-    if not callable(getattr(family, "generate", None)):
+    family = family_of(made)
+    if family is None:
         raise TypeError(
             f"{env} is not built on a task family (factory.runtime); write it "
             "through the target contract (docs/targets.md) to check it"
         )
-    return from_family(family)
+    return from_family(
+        family,
+        difficulty=getattr(made, "difficulty", None),
+        max_turns=getattr(made, "max_turns", None),
+    )
 
 
 def split_of(seed: int) -> tuple[str, int]:
