@@ -9,7 +9,6 @@ sections it reads, so changing one setting redoes exactly the stages it feeds.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -188,20 +187,16 @@ class Target(Section):
         so that editing a user's target redoes what was played on it (the project's
         own targets change with its version instead); None when it cannot be found
         (the preflight says why)."""
+        from trace_pipeline.targets.contract import module_file
+
         if self.entry is None:
             return None
-        module = self.entry.rpartition(":")[0]
+        path = module_file(self.entry.rpartition(":")[0])
         try:
-            found = (
-                module
-                if module.endswith(".py")
-                else getattr(importlib.util.find_spec(module), "origin", None)
-            )
-            path = Path(found) if found else None
             if path is None or not path.is_file():  # not a FIFO's endless read
                 return None
             return hashlib.sha256(path.read_bytes()).hexdigest()
-        except (ImportError, ValueError, OSError):  # the preflight names the problem
+        except OSError:  # the preflight names the problem
             return None
 
     @property

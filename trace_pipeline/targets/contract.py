@@ -130,10 +130,28 @@ class Target:
         object.__setattr__(self, "toolkit", kit)
 
 
+def _is_file(name: str) -> bool:
+    """Whether an entry's module is named by file path (`path/to/file.py`, from the
+    current folder) rather than by import path."""
+    return name.endswith(".py")
+
+
+def module_file(name: str) -> Path | None:
+    """The file that holds an entry's module (`_is_file`: the path as given), found
+    without importing it; None where the import system cannot find one."""
+    if _is_file(name):
+        return Path(name).resolve()
+    try:
+        origin = getattr(importlib.util.find_spec(name), "origin", None)
+    except (ImportError, ValueError):  # a parent package that fails, an empty name
+        return None
+    return Path(origin) if origin else None
+
+
 def _module(name: str) -> ModuleType:
-    """A module by import path, or by file path (`path/to/file.py`, from the current
-    folder), imported once per process."""
-    if not name.endswith(".py"):
+    """A module by import path, or by file path (`_is_file`), imported once per
+    process."""
+    if not _is_file(name):
         return importlib.import_module(name)
     path = Path(name).resolve()
     key = "trace_target_" + hashlib.sha256(str(path).encode()).hexdigest()[:16]
