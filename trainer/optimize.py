@@ -192,19 +192,26 @@ def with_current_logprobs(
     """The rows with `old_logprobs` set to the current policy's own (no gradient).
 
     For rows whose tokens the sampler did not score with this prompt (hint
-    injection swaps the hinted prompt for the plain one): the update's ratio
-    then starts at 1 on the plain prompt.
+    injection swaps the hinted prompt for the plain one; a separate sampler such
+    as llama.cpp): the update's ratio then starts at 1. The prompt prefix a
+    chunk's rows share is encoded once (`_prefix`): the same numbers, and on the
+    CPU demonstration about half the tokens (the policy and tools are most of
+    each episode).
     """
     device = next(p for p in model.parameters() if p.requires_grad).device
     scored = []
     for start in range(0, len(rows), batch_size):
         chunk = rows[start : start + batch_size]
-        values = batch_logprobs(model, Batch.of(chunk, pad, device), temperature)
+        prefix = _prefix(model, chunk)
+        cut = prefix.length if prefix is not None else 0  # untrained: log-prob 0
+        values = batch_logprobs(
+            model, Batch.of(chunk, pad, device, prefix), temperature
+        )
         scored += [
             Row(
                 row.tokens,
                 row.mask,
-                values[i, : len(row.tokens)].tolist(),
+                [0.0] * cut + values[i, : len(row.tokens) - cut].tolist(),
                 row.advantage,
             )
             for i, row in enumerate(chunk)

@@ -187,3 +187,40 @@ def test_rows_run_whole_where_transformers_would_drop_the_prefix_cache(
     base, _ = load_base(str(tiny_model_dir))
     plain = with_lora(base, TrainConfig(lora_rank=4, gradient_checkpointing=False))
     assert supported(plain)
+
+
+def test_the_old_policys_log_probs_encode_the_shared_prefix_once_and_match_whole_rows(
+    tmp_path, monkeypatch
+) -> None:
+    """`with_current_logprobs` (a separate sampler's episodes scored by the trainer)
+    encodes a chunk's shared prefix once: every row's log-probs are those of the row
+    run whole, 0 on the prefix, and the prefix pass was taken."""
+    from trainer import optimize
+    from trainer.models import load_base, with_lora
+    from trainer.optimize import Batch, Row, batch_logprobs, with_current_logprobs
+    from trainer.tiny import build_tiny_model
+
+    encoded = []
+    prefix_of = optimize._prefix
+    monkeypatch.setattr(
+        optimize, "_prefix", lambda *a: encoded.append(prefix_of(*a)) or encoded[-1]
+    )
+    base, _ = load_base(str(build_tiny_model(tmp_path / "m", layers=3)))
+    model = with_lora(base, TrainConfig(lora_rank=4))
+    generator = torch.Generator().manual_seed(2)
+    prefix = torch.randint(0, 200, (24,), generator=generator).tolist()
+    rows = []
+    for extra, trained in ((3, 6), (0, 9), (5, 2)):
+        tokens = prefix + torch.randint(0, 200, (extra + trained,)).tolist()
+        rows.append(Row(tokens, [0] * (24 + extra) + [1] * trained, None, 1.0))
+    scored = with_current_logprobs(model, rows, 0.8, pad=0, batch_size=3)
+    for row, mine in zip(rows, scored, strict=True):
+        with torch.no_grad():
+            whole = batch_logprobs(model, Batch.of([row], 0, "cpu"), 0.8)[0]
+        assert len(mine.old_logprobs) == len(row.tokens)
+        assert mine.old_logprobs[:24] == [0.0] * 24
+        torch.testing.assert_close(
+            torch.tensor(mine.old_logprobs), whole, rtol=1e-4, atol=1e-5
+        )
+        assert (mine.tokens, mine.mask, mine.advantage) == (row.tokens, row.mask, 1.0)
+    assert [p.length for p in encoded] == [23]  # one chunk, its prefix encoded once
