@@ -292,6 +292,7 @@ class Train(Section):
     hint_share: float = trainer_setting("hint_share", 0.0)
     lora_rank: int = trainer_setting("lora_rank", 8)
     lora_alpha: float = trainer_setting("lora_alpha", 16.0)
+    lora_layers: int = trainer_setting("lora_layers", 0)
     minibatch_size: int = trainer_setting("minibatch_size", 4)
     own_env_episodes: int = Field(
         8,

@@ -318,11 +318,19 @@ def with_lora(base: Any, config: TrainConfig) -> Any:
             f"--lora-target-modules: {missing} are not linear layers of this model; "
             f"it has {sorted(names)}"
         )
+    depth = getattr(base.get_decoder().config, "num_hidden_layers", None)
+    top = config.lora_layers
+    if top and (depth is None or top > depth):
+        raise TrainerError(
+            f"--lora-layers {top}: this model has {depth or 'no counted'} decoder "
+            "layers; give at most that many (0: every layer)"
+        )
     lora = LoraConfig(
         r=config.lora_rank,
         lora_alpha=config.lora_alpha,
         lora_dropout=config.lora_dropout,
         target_modules=list(config.lora_target_modules),
+        layers_to_transform=list(range(depth - top, depth)) if top else None,
         bias="none",
         task_type="CAUSAL_LM",
     )
@@ -339,9 +347,16 @@ def with_lora(base: Any, config: TrainConfig) -> Any:
             base.gradient_checkpointing_enable(
                 gradient_checkpointing_kwargs={"use_reentrant": False}
             )
+        # transformers, then peft, make the embeddings' output require grad for
+        # checkpointing; the non-reentrant kind needs no such input, and with it
+        # the backward pass would run down through every layer below the lowest
+        # adapted one (--lora-layers). Each hook is dropped right after its maker.
+        base.disable_input_require_grads()
     torch.manual_seed(config.seed)  # LoRA A is drawn at random: --seed must fix it
     with peft_quietly():
-        return get_peft_model(base, lora)
+        model = get_peft_model(base, lora)
+    base.disable_input_require_grads()
+    return model
 
 
 def load_adapter(base: Any, adapter: str) -> Any:

@@ -192,6 +192,14 @@ class TrainConfig(RolloutLimits):
     )
     lora_alpha: float = setting(32.0, "LoRA alpha (scale alpha / r)", gt=0, le=1e6)
     lora_dropout: float = setting(0.0, "LoRA dropout", ge=0, lt=1)
+    lora_layers: int = setting(
+        0,
+        "LoRA on the top N decoder layers only (0: every layer): the backward pass "
+        "stops at the lowest adapted layer, so a step costs less (2 CPU cores, "
+        "Qwen2.5-0.5B: the top 6 of 24 layers took 0.54x every layer's time)",
+        ge=0,
+        le=10**4,
+    )
     lora_target_modules: tuple[str, ...] = setting(
         ("q_proj", "k_proj", "v_proj", "o_proj"),
         "names of the linear layers LoRA adapts",

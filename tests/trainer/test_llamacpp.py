@@ -35,10 +35,16 @@ def tiny_gguf(tiny_model_dir: Path, tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def adapter(tiny_model_dir: Path, tmp_path_factory) -> Path:
     """A LoRA adapter on the tiny model whose B is not zero, so it changes the output."""
+    return _adapter(tiny_model_dir, tmp_path_factory, 0)
+
+
+def _adapter(tiny_model_dir: Path, tmp_path_factory, layers: int) -> Path:
+    """A LoRA adapter (on the top `layers` layers; 0: every one) with B not zero."""
     from trainer.models import load_base, with_lora
 
     base, _ = load_base(str(tiny_model_dir))
-    model = with_lora(base, TrainConfig(lora_rank=4, lora_alpha=8.0))
+    config = TrainConfig(lora_rank=4, lora_alpha=8.0, lora_layers=layers)
+    model = with_lora(base, config)
     generator = torch.Generator().manual_seed(1)
     with torch.no_grad():
         for name, weight in model.named_parameters():
@@ -84,6 +90,16 @@ def test_a_converted_adapter_changes_the_turns_as_peft_does(
     expected = _greedy_transformers(tiny_gguf.parent, adapter)
     assert expected != _greedy_transformers(tiny_gguf.parent, None)
     assert _greedy_llamacpp(tiny_gguf, adapter) == expected
+
+
+def test_an_adapter_of_the_top_layers_converts_and_plays_as_peft_does(
+    tiny_gguf: Path, tmp_path_factory
+) -> None:
+    """--lora-layers: the GGUF LoRA holds the adapted layers' tensors only."""
+    top = _adapter(tiny_gguf.parent, tmp_path_factory, 1)
+    expected = _greedy_transformers(tiny_gguf.parent, top)
+    assert expected != _greedy_transformers(tiny_gguf.parent, None)
+    assert _greedy_llamacpp(tiny_gguf, top) == expected
 
 
 def test_trainer_eval_plays_through_llamacpp(

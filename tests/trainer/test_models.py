@@ -206,6 +206,47 @@ def test_gradient_checkpointing_off_keeps_activations_and_the_same_gradients(
         TrainConfig(gradient_checkpointing="no")
 
 
+@pytest.mark.parametrize("checkpointing", [True, False])
+def test_lora_on_the_top_layers_trains_those_and_stops_the_backward_there(
+    tiny_model_dir, checkpointing
+) -> None:
+    """--lora-layers N adapts the top N decoder layers only, and the backward pass
+    goes no lower than the first of them (what makes the step cheaper): the layers
+    below run without autograd; too many layers is refused, naming the count."""
+    from trainer.models import load_base, with_lora
+    from trainer.optimize import token_logprobs
+
+    base, _ = load_base(str(tiny_model_dir))
+    depth = base.config.num_hidden_layers
+    config = TrainConfig(
+        lora_rank=4, lora_layers=1, gradient_checkpointing=checkpointing
+    )
+    model = with_lora(base, config)
+    adapted = {
+        int(name.split(".layers.")[1].split(".")[0])
+        for name, p in model.named_parameters()
+        if p.requires_grad
+    }
+    assert adapted == {depth - 1}
+    graphed = []
+    for layer in model.get_decoder().layers:
+        layer.register_forward_hook(
+            lambda _m, _i, out: graphed.append(
+                (out[0] if isinstance(out, tuple) else out).requires_grad
+            )
+        )
+    model.train()
+    tokens = torch.randint(0, 200, (2, 12))
+    loss = -token_logprobs(
+        model, tokens, torch.ones_like(tokens), 1.0, torch.ones(2, 12)
+    )
+    loss.sum().backward()
+    assert graphed[:depth] == [False] * (depth - 1) + [True]
+    assert all(p.grad is not None for p in model.parameters() if p.requires_grad)
+    with pytest.raises(TrainerError, match=f"this model has {depth} decoder layers"):
+        with_lora(load_base(str(tiny_model_dir))[0], TrainConfig(lora_layers=depth + 1))
+
+
 def test_sampled_log_probs_are_the_policys_own(tiny_model_dir) -> None:
     """The sampler's log-probs equal a fresh pass over the finished sequences, so GRPO's
     first ratio is exactly 1: left padding, rows that stop early and leave the batch,
