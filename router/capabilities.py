@@ -34,6 +34,7 @@ class Capability:
     package: str
     rank: int
     example: tuple[dict[str, Any], ...]
+    layers: tuple[int, ...] | None = None  # the adapted decoder layers; None: all
 
 
 @dataclass(frozen=True)
@@ -144,6 +145,17 @@ def _capability(folder: Path) -> tuple[Capability, dict[str, Any]]:
         raise RouterError(
             f"{folder / 'adapter_config.json'}: 'r' must be a positive integer"
         )
+    layers = adapter_config.get("layers_to_transform")
+    if isinstance(layers, int) and not isinstance(layers, bool):
+        layers = [layers]  # peft takes one index for a list of one
+    if layers is not None and (
+        not isinstance(layers, list)
+        or not all(isinstance(i, int) and not isinstance(i, bool) for i in layers)
+    ):
+        raise RouterError(
+            f"{folder / 'adapter_config.json'}: 'layers_to_transform' must be null or "
+            "a list of layer indices"
+        )
     capability = Capability(
         name=name,
         title=str(trace.get("title") or name),
@@ -154,8 +166,15 @@ def _capability(folder: Path) -> tuple[Capability, dict[str, Any]]:
         package=str(trace.get("package") or ""),
         rank=rank,
         example=tuple(example),
+        layers=None if layers is None else tuple(sorted(set(layers))),
     )
     return capability, training
+
+
+def _layers(capability: Capability) -> str:
+    return (
+        "all" if capability.layers is None else ", ".join(map(str, capability.layers))
+    )
 
 
 def same_model(a: str, b: str) -> bool:
@@ -206,6 +225,12 @@ def load_capabilities(folder: str | Path, model: str | None = None) -> Capabilit
                 f"{capability.path} was trained with chat template "
                 f"{training.get('chat_template')!r} but {first.path} with "
                 f"{first_training.get('chat_template')!r}; retrain one so they match"
+            )
+        if capability.layers != first.layers:  # peft mixes on the first one's layers
+            raise RouterError(
+                f"{capability.path} adapts layers {_layers(capability)} but "
+                f"{first.path} layers {_layers(first)}; mixes and merges need one "
+                "set of layers: retrain one with the other's --lora-layers"
             )
     if model is not None and not same_model(model, first.base_model):
         raise RouterError(

@@ -74,7 +74,16 @@ def gym_target(env: str) -> EnvHandle:
     from trainer.envs import resolve_env
 
     handle = resolve_env(env)
-    if contract.family_of(handle.make()) is None:
+    try:
+        made = handle.make()
+    except Exception as exc:  # noqa: BLE001 - any env's constructor, with its own kinds
+        raise PipelineError(
+            f"target.env {env}: gymnasium cannot make it ({type(exc).__name__}: "
+            f"{str(exc)[:200]}); give an env that makes with no arguments"
+        ) from None
+    family = contract.family_of(made)
+    made.close()
+    if family is None:
         return handle
     return TargetHandle(
         contract.ENV_ID,

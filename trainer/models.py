@@ -302,7 +302,9 @@ def with_lora(base: Any, config: TrainConfig) -> Any:
 
     Only the adapter trains; its weights are float32 even over bfloat16 base
     weights (peft's `autocast_adapter_dtype`), so optimizer steps keep full precision.
-    The decoder is gradient-checkpointed unless `config.gradient_checkpointing` is off.
+    `config.lora_layers` keeps it to the top decoder layers, and the backward pass
+    stops at the lowest of them (`_no_input_grads`). The decoder is
+    gradient-checkpointed unless `config.gradient_checkpointing` is off.
     """
     import torch
     from peft import LoraConfig, get_peft_model
@@ -324,6 +326,17 @@ def with_lora(base: Any, config: TrainConfig) -> Any:
         raise TrainerError(
             f"--lora-layers {top}: this model has {depth or 'no counted'} decoder "
             "layers; give at most that many (0: every layer)"
+        )
+    decoder_modules = {id(m) for m in base.get_decoder().modules()}
+    if top and any(
+        isinstance(m, torch.nn.Linear)
+        and n.rsplit(".", 1)[-1] in config.lora_target_modules
+        and id(m) not in decoder_modules
+        for n, m in base.named_modules()
+    ):  # peft counts layers by the first index in a name, a vision tower's too
+        raise TrainerError(
+            f"--lora-layers {top}: this model has {config.lora_target_modules} "
+            "outside its decoder (a vision tower); use --lora-layers 0"
         )
     lora = LoraConfig(
         r=config.lora_rank,
@@ -347,16 +360,27 @@ def with_lora(base: Any, config: TrainConfig) -> Any:
             base.gradient_checkpointing_enable(
                 gradient_checkpointing_kwargs={"use_reentrant": False}
             )
-        # transformers, then peft, make the embeddings' output require grad for
-        # checkpointing; the non-reentrant kind needs no such input, and with it
-        # the backward pass would run down through every layer below the lowest
-        # adapted one (--lora-layers). Each hook is dropped right after its maker.
-        base.disable_input_require_grads()
+        _no_input_grads(base)
     torch.manual_seed(config.seed)  # LoRA A is drawn at random: --seed must fix it
     with peft_quietly():
         model = get_peft_model(base, lora)
-    base.disable_input_require_grads()
+    _no_input_grads(base)
     return model
+
+
+def _no_input_grads(base: Any) -> None:
+    """Drop the hook that makes the embeddings' output require grad.
+
+    transformers (enabling checkpointing), then peft, add it; non-reentrant
+    checkpointing needs no such input, and with it the backward pass would run
+    down through every layer below the lowest adapted one (--lora-layers). Each is
+    dropped right after its maker (5.x keeps the last one only); transformers 4.x
+    removes its hook without checking there is one.
+    """
+    if getattr(base, "_require_grads_hooks", None) or hasattr(
+        base, "_require_grads_hook"
+    ):
+        base.disable_input_require_grads()
 
 
 def load_adapter(base: Any, adapter: str) -> Any:

@@ -200,6 +200,8 @@ def with_current_logprobs(
     """
     device = next(p for p in model.parameters() if p.requires_grad).device
     scored = []
+    training = model.training
+    model.eval()  # no LoRA dropout: the policy's own numbers, one prefix for all rows
     for start in range(0, len(rows), batch_size):
         chunk = rows[start : start + batch_size]
         prefix = _prefix(model, chunk)
@@ -216,6 +218,7 @@ def with_current_logprobs(
             )
             for i, row in enumerate(chunk)
         ]
+    model.train(training)
     return scored
 
 

@@ -435,6 +435,8 @@ def test_fit_eval_and_route_commands(
         ("no_trace", "has no trace.json"),
         ("duplicate", "both hold capability"),
         ("other_base", "the router needs one base model"),
+        ("other_layers", "mixes and merges need one set of layers"),
+        ("bad_layers", "'layers_to_transform' must be null or a list"),
         ("bad_json", "cannot be read as JSON"),
         ("not_a_folder", "is not a folder"),
         (
@@ -470,6 +472,11 @@ def test_bad_adapter_folders_exit_2(
         trace.write_text(json.dumps({**data, "base_model": "org/other-model"}))
     elif breakage == "bad_json":
         trace.write_text("[" * 100_000)
+    elif breakage.endswith("_layers"):  # as --lora-layers 1 writes, or hostile
+        config = folder / "date_time_recovery" / "adapter_config.json"
+        data = json.loads(config.read_text())
+        layers = [1] if breakage == "other_layers" else ["top"]
+        config.write_text(json.dumps({**data, "layers_to_transform": layers}))
     elif breakage.startswith("tool_format"):
         data = json.loads(trace.read_text())
         data["training"]["config"]["tool_format"] = 5 if "number" in breakage else "xml"

@@ -262,6 +262,22 @@ def test_a_gym_target_built_on_a_task_family_plays_through_the_contract(
     assert not isinstance(gym_target("CartPole-v1"), TargetHandle)
 
 
+def _needs_an_argument(size: int) -> None:
+    raise AssertionError("never made")
+
+
+def test_a_gym_target_that_cannot_be_made_is_one_clear_error() -> None:
+    import gymnasium
+
+    from trace_pipeline.context import gym_target
+    from trace_pipeline.errors import PipelineError
+
+    if "TraceTest/NeedsSize-v0" not in gymnasium.registry:
+        gymnasium.register(id="TraceTest/NeedsSize-v0", entry_point=_needs_an_argument)
+    with pytest.raises(PipelineError, match="gymnasium cannot make it .TypeError"):
+        gym_target("TraceTest/NeedsSize-v0")
+
+
 @pytest.mark.parametrize(
     ("target", "message"),
     [("{kind: tau2}", "tau2-bench's tasks and its user model"),
