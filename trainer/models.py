@@ -320,24 +320,26 @@ def with_lora(base: Any, config: TrainConfig) -> Any:
             f"--lora-target-modules: {missing} are not linear layers of this model; "
             f"it has {sorted(names)}"
         )
-    depth = getattr(base.get_decoder().config, "num_hidden_layers", None)
+    decoder = base.get_decoder()
+    depth = getattr(decoder.config, "num_hidden_layers", None)
     top = config.lora_layers
     if top and (depth is None or top > depth):
         raise TrainerError(
             f"--lora-layers {top}: this model has {depth or 'no counted'} decoder "
             "layers; give at most that many (0: every layer)"
         )
-    decoder_modules = {id(m) for m in base.get_decoder().modules()}
-    if top and any(
-        isinstance(m, torch.nn.Linear)
-        and n.rsplit(".", 1)[-1] in config.lora_target_modules
-        and id(m) not in decoder_modules
-        for n, m in base.named_modules()
-    ):  # peft counts layers by the first index in a name, a vision tower's too
-        raise TrainerError(
-            f"--lora-layers {top}: this model has {config.lora_target_modules} "
-            "outside its decoder (a vision tower); use --lora-layers 0"
-        )
+    if top:  # peft counts layers by the first index in a name, a vision tower's too
+        inside = {id(m) for m in decoder.modules()}
+        if any(
+            isinstance(m, torch.nn.Linear)
+            and n.rsplit(".", 1)[-1] in config.lora_target_modules
+            and id(m) not in inside
+            for n, m in base.named_modules()
+        ):
+            raise TrainerError(
+                f"--lora-layers {top}: this model has {config.lora_target_modules} "
+                "outside its decoder (a vision tower); use --lora-layers 0"
+            )
     lora = LoraConfig(
         r=config.lora_rank,
         lora_alpha=config.lora_alpha,
