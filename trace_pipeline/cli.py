@@ -24,7 +24,7 @@ from factory.errors import FactoryError
 from factory.settings import Command, command_parser, dispatch, number
 from router.errors import RouterError
 from trace_pipeline.errors import PipelineError
-from trainer.errors import TrainerError
+from trainer.errors import Interrupted, TrainerError
 
 
 def _run(arguments: argparse.Namespace) -> int:
@@ -169,4 +169,5 @@ def main(argv: list[str] | None = None) -> int:
         "trace", lambda: build_parser().parse_args(argv),
         (PipelineError, FactoryError, RouterError, TrainerError),
         "stopped; rerun the same command to continue",
+        stops=(Interrupted,),  # a second signal in training stops it at once
     )  # fmt: skip

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import importlib
 import random
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from trainer import env_calls
@@ -130,9 +132,22 @@ def demonstrations(
 
 
 def run(
-    model: Any, rows: list[Row], config: TrainConfig, pad: int, rng: random.Random
+    model: Any,
+    rows: list[Row],
+    config: TrainConfig,
+    pad: int,
+    rng: random.Random,
+    checkpoints: Callable[[list[float], Any], None] | None = None,
+    done: Callable[[Any], list[float]] | None = None,
+    stopped: Callable[[], bool] = lambda: False,
 ) -> list[float]:
-    """`config.cold_start_epochs` epochs of minibatch AdamW on L_SFT; the mean loss per epoch."""
+    """`config.cold_start_epochs` epochs of minibatch AdamW on L_SFT; the mean loss per epoch.
+
+    `done(optimizer)` restores the epochs a checkpoint holds (their losses);
+    `checkpoints(losses, optimizer)` is called after every epoch but the last.
+    When `stopped()` says so after an epoch, the losses so far are returned. One
+    `optimize` call per epoch draws the same shuffles as one call for all of them.
+    """
     import torch
 
     trainable = [p for p in model.parameters() if p.requires_grad]
@@ -141,20 +156,19 @@ def run(
     def loss_of(batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
         return sft_loss(batch_logprobs(model, batch, 1.0), batch.mask), {}
 
-    return optimize(
-        model,
-        optimizer,
-        rows,
-        loss_of,
-        minibatch_size=config.minibatch_size,
-        micro_batch_size=config.micro_batch_size,
-        epochs=config.cold_start_epochs,
-        max_grad_norm=config.max_grad_norm,
-        pad=pad,
-        rng=rng,
-        desc="cold start",
-        share_prefix=config.lora_dropout == 0,
-    )["epoch_losses"]
+    losses = done(optimizer) if done is not None else []
+    while len(losses) < config.cold_start_epochs and not stopped():
+        losses += optimize(
+            model, optimizer, rows, loss_of,
+            minibatch_size=config.minibatch_size,
+            micro_batch_size=config.micro_batch_size, epochs=1,
+            max_grad_norm=config.max_grad_norm, pad=pad, rng=rng,
+            desc=f"cold start {len(losses) + 1}/{config.cold_start_epochs}",
+            share_prefix=config.lora_dropout == 0,
+        )["epoch_losses"]  # fmt: skip
+        if checkpoints is not None and len(losses) < config.cold_start_epochs:
+            checkpoints(losses, optimizer)
+    return losses
 
 
 def from_gold(
@@ -166,10 +180,32 @@ def from_gold(
     rng: random.Random,
     rank: int = 0,
     world: int = 1,
+    out: Path | None = None,
+    stopped: Callable[[], bool] = lambda: False,
 ) -> list[float]:
     """The cold start of `trainer train`: this rank's share of `config.cold_start` gold
-    demonstrations for `config.cold_start_epochs` epochs; each epoch's mean L_SFT."""
+    demonstrations for `config.cold_start_epochs` epochs; each epoch's mean L_SFT.
+
+    With `out`, each finished epoch but the last is checkpointed there (rank 0
+    writes) and a checkpoint found there is gone on from: a kill costs the epoch
+    under way. Fewer losses than epochs: `stopped()` ended it after an epoch.
+    """
     rows = demonstrations(
         handle, tokenizer, config.cold_start, config.tool_format, config.step_timeout
     )[rank::world]
-    return run(model, rows, config, pad, rng)
+    if out is None:
+        return run(model, rows, config, pad, rng, stopped=stopped)
+    from trainer import checkpoint  # torch: imported where training starts
+
+    def done(optimizer: Any) -> list[float]:
+        return checkpoint.load_cold_start(
+            out, model, optimizer, rng, config, handle.env_id
+        )
+
+    def keep(losses: list[float], optimizer: Any) -> None:
+        if rank == 0:
+            checkpoint.save_cold_start(
+                out, losses, model, optimizer, rng, config, handle.env_id
+            )
+
+    return run(model, rows, config, pad, rng, keep, done, stopped)

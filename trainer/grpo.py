@@ -61,9 +61,10 @@ class _Stop:
     """SIGTERM / Ctrl-C: stop soon, with the model as the last checkpoint left it.
 
     A first signal before or during an iteration's rollouts and update drops that
-    iteration (`unless_stopped`); during the cold start or while a checkpoint is
-    written, that work finishes and no iteration starts. Under torchrun (more
-    than one rank) the iteration under way always finishes: a rank waiting in a
+    iteration (`unless_stopped`); during the cold start, the epoch under way
+    finishes and its checkpoint is written; while a checkpoint is written, that
+    work finishes and no iteration starts. Under torchrun (more than one rank)
+    the iteration or cold start under way always finishes: a rank waiting in a
     collective cannot run a signal handler, so ranks could not drop together.
     A second signal raises `Interrupted` at once; the last checkpoint stands."""
 
@@ -167,10 +168,13 @@ def train(
     rng = random.Random(config.seed)
     torch.manual_seed(config.seed)
     outcome, start = Outcome(), 0
-    if resume:
+    resumed = resume and checkpoint.exists(out)  # else the cold start's, if any
+    if resumed:
         start, outcome.metrics = checkpoint.load(
             out, model, optimizer, rng, config, handle.env_id
         )
+    elif not resume:
+        checkpoint.clear(out)
     pad, rank, world = pad_id(tokenizer), distributed.rank(), distributed.world_size()
     save = Saver(out, model, optimizer, rng, config, outcome, handle.env_id)
     play = _player(handle, generator, tokenizer, config)
@@ -203,10 +207,14 @@ def train(
         )
 
     with _Stop(droppable=world == 1) as stop:
-        if config.cold_start and not resume:
+        if config.cold_start and not resumed:
             losses = cold_start.from_gold(
-                model, handle, tokenizer, config, pad, rng, rank, world
-            )
+                model, handle, tokenizer, config, pad, rng, rank, world,
+                out=out, stopped=lambda: stop.can_drop and stop.signal is not None,
+            )  # fmt: skip
+            if len(losses) < config.cold_start_epochs:  # stopped between epochs
+                outcome.stopped_by = stop.signal
+                return outcome
             # before its checkpoint: a run resumed from that checkpoint has both
             if on_iteration is not None:
                 on_iteration(0, {"cold_start_epoch_losses": losses})

@@ -19,12 +19,14 @@ checkpoint (`use_adapter`), and the trainer scores the sampled tokens itself
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import logging
 import os
 import shutil
 import tempfile
 import weakref
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -138,9 +140,10 @@ class LlamaCppGenerator:
             return
         for path, _ in wanted:
             if path not in self.adapters:
-                loaded = llama_cpp.llama_adapter_lora_init(
-                    self.llama.model, str(path).encode()
-                )
+                with _quiet():
+                    loaded = llama_cpp.llama_adapter_lora_init(
+                        self.llama.model, str(path).encode()
+                    )
                 if not loaded:
                     raise TrainerError(f"llama.cpp cannot load the LoRA file {path}")
                 self.adapters[path] = loaded
@@ -368,6 +371,21 @@ def _shared(held: list[int], prompt: list[int]) -> int:
         (i for i, (a, b) in enumerate(zip(held, prompt, strict=False)) if a != b),
         min(len(held), len(prompt)),
     )
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """llama.cpp's log hushed: loading a LoRA onto a Q4_K file logs, as an error,
+    one line per tensor that it falls back from the repacked CPU buffers
+    (harmless; 50 lines an adapter). A file that does not load is still a
+    TrainerError."""
+    logger = logging.getLogger("llama-cpp-python")  # whose level its callback reads
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def open_generator(

@@ -84,7 +84,7 @@ def check_out(
                 f"--out {out} holds files `trainer train` did not write; --force only starts "
                 "over in a folder it wrote: give an empty or new folder"
             )
-    if resume and not checkpoint.exists(out):
+    if resume and not checkpoint.resumable(out):
         raise TrainerError(f"--resume: no checkpoint in {out}; start without --resume")
     existing = next(p for p in (out, *out.parents) if p.exists())
     if not os.access(existing, os.W_OK | os.X_OK):
@@ -235,13 +235,17 @@ def ending(outcome: Outcome, command: str | None, out: Path) -> tuple[int, str]:
         return code, ""
     if outcome.stopped_by is not None:
         done = len(outcome.metrics)
-        when = (
-            f"after iteration {done}; the checkpoint in {out} is complete: continue "
-            "with --resume"
-            if checkpoint.exists(out)
-            else f"before the first checkpoint: the adapter in {out} is untrained; "
-            "run again without --resume"
-        )
+        if checkpoint.exists(out):
+            when = f"after iteration {done}"
+        elif checkpoint.resumable(out):
+            when = "during the cold start, after an epoch"
+        else:
+            when = (
+                f"before the first checkpoint: the adapter in {out} is untrained; "
+                "run again without --resume"
+            )
+        if checkpoint.resumable(out):
+            when += f"; the checkpoint in {out} is complete: continue with --resume"
         return code, f"stopped by signal {outcome.stopped_by} {when}"
     return code, (
         f"adapter written to {out} ({len(outcome.metrics)} iterations); metrics in "

@@ -142,11 +142,27 @@ EVAL_SEED_BASE = 2**30  # training seeds are below, evaluation seeds at or above
 DEV_SEED_BASE = 2**29
 
 
+# What the adapter after the cold start depends on (with the model, its chat
+# template and the environment): a cold-started checkpoint goes on to GRPO under
+# any other settings, so GRPO's are chosen on dev without repeating the cold start.
+COLD_START_SETTINGS = frozenset(
+    {
+        "cold_start", "cold_start_epochs", "cold_start_learning_rate",
+        "minibatch_size", "max_grad_norm", "lora_rank", "lora_alpha",
+        "lora_dropout", "lora_layers", "lora_target_modules", "seed",
+        "tool_format", "precision",
+    }
+)  # fmt: skip
+
+
 class TrainConfig(RolloutLimits):
     """Everything one GRPO run depends on: the rollout limits and the training settings."""
 
     iterations: int = setting(
-        40, "GRPO iterations (each: rollouts, update, checkpoint)", ge=1, le=10**7
+        40,
+        "GRPO iterations (each: rollouts, update, checkpoint); 0: the cold start alone",
+        ge=0,
+        le=10**7,
     )
     groups: int = setting(4, "G: seeds (groups) per iteration", ge=1, le=10**6)
     group_size: int = setting(
@@ -293,6 +309,15 @@ class TrainConfig(RolloutLimits):
         if not modules or not all(modules):
             raise ValueError("must name at least one module")
         return modules
+
+    @model_validator(mode="after")
+    def _trains(self) -> TrainConfig:
+        if self.iterations == 0 and self.cold_start == 0:
+            raise ValueError(
+                "iterations 0 with no cold start trains nothing: give --cold-start "
+                "N (an SFT-only adapter) or --iterations 1 or more"
+            )
+        return self
 
     @model_validator(mode="after")
     def _sampled(self) -> TrainConfig:

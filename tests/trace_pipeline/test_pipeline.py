@@ -402,6 +402,24 @@ def test_stopped_after_an_adapters_checkpoint_goes_on_from_it(
     assert [s["iterations"] for s in summaries] == [4, 4]
 
 
+def test_a_second_signal_in_training_stops_the_run_at_once_without_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """The trainer's second signal (`Interrupted`) is a stop of `trace run` like the first."""
+    import trace_pipeline.run
+    from trace_pipeline.cli import main
+    from trainer.errors import Interrupted
+
+    def interrupted(*_: object) -> None:
+        raise Interrupted(signal.SIGTERM)
+
+    monkeypatch.setattr(trace_pipeline.run, "run", interrupted)
+    assert main(["run", str(TINY), "--out", str(tmp_path / "run")]) == 143
+    assert capsys.readouterr().err == (
+        "trace: stopped; rerun the same command to continue\n"
+    )
+
+
 def test_a_stopped_mixture_adapter_stops_the_run_and_is_never_kept(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -876,6 +894,21 @@ def test_a_retrain_replays_every_configuration_but_the_base_models(
     assert f"reusing the finished job {played['base']}" in again.stderr
     for key in ("ties", "date_time_recovery", "permission_error_recovery"):
         assert played[key] not in again.stderr, key
+
+
+def test_a_grpo_setting_changed_on_dev_replays_grpo_from_the_kept_cold_starts(
+    finished: Path, tmp_path: Path
+) -> None:
+    """Each adapter's cold start is a job keyed by the cold start's settings alone:
+    more GRPO iterations retrain from the finished cold starts, never repeat them."""
+    out, _, again = _rerun_changed(finished, tmp_path, "iterations: 1", "iterations: 2")
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "cold-start: running job" not in again.stderr
+    assert again.stderr.count("2 GRPO iterations from the cold start of job") >= 2
+    summaries = [
+        json.loads(p.read_text()) for p in out.glob(".jobs/train-*/summary.json")
+    ]
+    assert sorted(s["iterations"] for s in summaries) == [1, 1, 2, 2]
 
 
 def test_evaluate_keeps_each_condition_as_records_for_another_analysis(

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import importlib
 import json
+import signal
 
 import pytest
 import torch
+from safetensors.torch import load_file
 
 from tests.conftest import NO_TOOL_ROLE, ROOT
-from trainer import cold_start, grpo
+from trainer import checkpoint, cold_start, grpo
 from trainer.chat import ChatFormat, tool_listing
 from trainer.envs import resolve_env
 from trainer.errors import TrainerError
@@ -104,7 +106,7 @@ def test_demonstration_seeds_are_training_seeds() -> None:
     assert len(set(seeds)) == 5 and all(0 <= s < EVAL_SEED_BASE for s in seeds)
 
 
-def _train(model_dir, out, iterations, resume=False):
+def _train(model_dir, out, iterations, resume=False, **overrides):
     config = TrainConfig(
         iterations=iterations,
         groups=1,
@@ -118,7 +120,7 @@ def _train(model_dir, out, iterations, resume=False):
         cold_start_epochs=3,
         cold_start_learning_rate=2e-2,
         tool_format="compact",
-    )
+    ).replace(**overrides)
     base, tokenizer = load_base(str(model_dir), chat_template="chatml")
     torch.manual_seed(0)
     model = with_lora(base, config)
@@ -156,7 +158,63 @@ def test_cold_start_lowers_the_loss_once_and_resume_skips_it(
     assert len(metrics) == 2 and [i for i, _ in seen] == [2]
 
 
+def _adapter(out):
+    return load_file(out / "checkpoint" / "adapter" / "adapter_model.safetensors")
+
+
+def test_a_cold_start_stopped_after_an_epoch_goes_on_from_it_as_if_never_stopped(
+    tiny_model_dir, tmp_path, monkeypatch
+) -> None:
+    _, straight = _train(tiny_model_dir, tmp_path / "straight", 1)
+    out = tmp_path / "stopped"
+    keep = checkpoint.save_cold_start
+
+    def signal_after_the_first(*args, **kwargs):
+        keep(*args, **kwargs)
+        signal.raise_signal(signal.SIGTERM)
+
+    monkeypatch.setattr(checkpoint, "save_cold_start", signal_after_the_first)
+    metrics, seen = _train(tiny_model_dir, out, 1)
+    assert metrics == [] and seen == []  # no iteration 0: the cold start is not done
+    assert checkpoint.resumable(out) and not checkpoint.exists(out)
+    state = json.loads((out / checkpoint.COLD_START / "state.json").read_text())
+    assert state["epoch_losses"] == straight[0][1]["cold_start_epoch_losses"][:1]
+    monkeypatch.setattr(checkpoint, "save_cold_start", keep)
+    _, resumed = _train(tiny_model_dir, out, 1, resume=True)
+    assert resumed[0] == straight[0]  # the same three epoch losses
+    assert not (out / checkpoint.COLD_START).exists()  # iteration 0 replaced it
+    weights, expected = _adapter(out), _adapter(tmp_path / "straight")
+    assert weights.keys() == expected.keys()
+    for key in weights:
+        torch.testing.assert_close(weights[key], expected[key])
+
+
+def test_grpo_goes_on_from_a_cold_start_alone_under_its_own_settings(
+    tiny_model_dir, tmp_path
+) -> None:
+    """`iterations 0` is the cold start alone; GRPO's settings are free after it
+    (chosen on dev from one cold start), the cold start's are not."""
+    out, once = tmp_path / "run", {"cold_start_epochs": 1}
+    metrics, seen = _train(tiny_model_dir, out, 0, **once)
+    assert metrics == [] and [i for i, _ in seen] == [0]
+    assert json.loads((out / "checkpoint" / "state.json").read_text())["iteration"] == 0
+    with pytest.raises(
+        TrainerError, match=r"other settings \(cold_start_learning_rate\)"
+    ):
+        _train(tiny_model_dir, out, 1, True, **once, cold_start_learning_rate=1e-3)
+    metrics, seen = _train(
+        tiny_model_dir, out, 1, True, **once, temperature=0.5, learning_rate=3e-3
+    )
+    assert len(metrics) == 1 and [i for i, _ in seen] == [1]
+    state = json.loads((out / "checkpoint" / "state.json").read_text())
+    assert state["iteration"] == 1 and state["config"]["temperature"] == 0.5
+    lr = torch.load(out / "checkpoint" / "optimizer.pt")["param_groups"][0]["lr"]
+    assert lr == 3e-3  # GRPO's optimizer started with this run's rate
+
+
 def test_cold_start_settings_are_checked() -> None:
+    with pytest.raises(TrainerError, match="trains nothing"):
+        TrainConfig(iterations=0)
     with pytest.raises(TrainerError, match="cold-start"):
         TrainConfig(cold_start=-1)
     with pytest.raises(TrainerError, match="tool-format"):

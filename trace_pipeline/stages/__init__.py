@@ -73,7 +73,7 @@ STAGES = (
         ("analyze", "generate"),
         baselines.run,
         plays_target=True,
-        jobs=("mixture", "untargeted"),
+        jobs=("mixture", "untargeted", "cold-start"),  # the last to make cold starts
     ),
     Stage(
         "route",

@@ -18,7 +18,7 @@ from factory.outputs import write_json
 from trace_pipeline.context import Context
 from trace_pipeline.errors import PipelineError
 from trace_pipeline.executors import Job, run_jobs
-from trace_pipeline.store import read_output
+from trace_pipeline.store import contents, digest, read_output
 
 if TYPE_CHECKING:
     from trainer.settings import TrainConfig
@@ -61,23 +61,88 @@ def train_adapter(
     """An adapter trained on `envs` with `config` into `folder/adapter`, its GRPO
     iterations into `folder/summary.json` (the work of a resumable job, see
     `trace_pipeline.executors`: a killed one goes on from its last checkpoint; a
-    stopped one keeps its checkpoint and stops the run, never finishes the job)."""
+    stopped one keeps its checkpoint and stops the run, never finishes the job).
+
+    GRPO starts from a copy of the cold start's own job (`cold_started`), which
+    every GRPO setting tried on dev shares."""
     from trainer import checkpoint
+
+    adapter = folder / "adapter"
+    if checkpoint.resumable(adapter):
+        context.say(f"train: {name}: going on from the checkpoint a stopped run left")
+        _trainer_run(context, adapter, envs, name, config, resume=True)
+    elif config.cold_start and config.iterations:
+        shutil.rmtree(adapter, ignore_errors=True)  # what a kill before a copy left
+        cold = cold_started(context, envs, name, config)
+        shutil.copytree(cold / "adapter", adapter, symlinks=True)
+        context.say(
+            f"train: {name}: {config.iterations} GRPO iterations from the cold start "
+            f"of job {cold.name}"
+        )
+        _trainer_run(context, adapter, envs, name, config, resume=True)
+    else:
+        shutil.rmtree(
+            adapter, ignore_errors=True
+        )  # what a kill before a checkpoint left
+        context.say(f"train: {name}: {_plan(config)}")
+        _trainer_run(context, adapter, envs, name, config, resume=False)
+    write_json(folder / "summary.json", grpo_summary(adapter / "metrics.jsonl"))
+
+
+def cold_started(
+    context: Context, envs: str | list[str], name: str, config: TrainConfig
+) -> Path:
+    """The folder of the cold start's job: `config`'s cold start alone (iterations
+    0), keyed by what it depends on (the packages' files, the model, its chat
+    template and `COLD_START_SETTINGS`), resumable after each epoch."""
+    from trainer import checkpoint
+    from trainer.settings import COLD_START_SETTINGS
+
+    alone = config.replace(iterations=0)
+    packages = [envs] if isinstance(envs, str) else envs
+    inputs = {
+        "envs": [digest(contents(Path(package))) for package in packages],
+        "model": context.config.section("model", "chat_template"),
+        "train": {k: v for k, v in alone.as_dict().items() if k in COLD_START_SETTINGS},
+    }
+
+    def work(job: Path) -> None:
+        adapter = job / "adapter"
+        resume = checkpoint.resumable(adapter)
+        if resume:
+            context.say(f"train: {name}: going on with the cold start a stop left")
+        else:
+            shutil.rmtree(adapter, ignore_errors=True)
+            context.say(f"train: {name}: {_plan(alone)}")
+        _trainer_run(context, adapter, envs, name, alone, resume)
+
+    return context.job("cold-start", inputs, work, resumable=True)
+
+
+def _plan(config: TrainConfig) -> str:
+    cold = (
+        f"cold start on {config.cold_start} demonstrations x "
+        f"{config.cold_start_epochs} epochs"
+    )
+    grpo = f"{config.iterations} GRPO iterations"
+    if not config.cold_start:
+        return grpo
+    return f"{cold}, then {grpo}" if config.iterations else cold
+
+
+def _trainer_run(
+    context: Context,
+    adapter: Path,
+    envs: str | list[str],
+    name: str,
+    config: TrainConfig,
+    resume: bool,
+) -> None:
+    """`trainer train` into `adapter` (`trainer.run.open_run`); a stop keeps the
+    checkpoint and stops the run (KeyboardInterrupt; a PipelineError Ray retries)."""
     from trainer.errors import TrainerError
     from trainer.run import open_run
 
-    adapter = folder / "adapter"
-    resume = checkpoint.exists(adapter)
-    if resume:
-        context.say(f"train: {name}: going on from the checkpoint a stopped run left")
-    else:
-        context.say(
-            f"train: {name}: cold start on {config.cold_start} demonstrations x "
-            f"{config.cold_start_epochs} epochs, then {config.iterations} GRPO "
-            "iterations"
-        )
-        # What a kill before the first checkpoint left goes.
-        shutil.rmtree(adapter, ignore_errors=True)
     try:
         run = open_run(
             config,
@@ -93,8 +158,8 @@ def train_adapter(
         if not resume:
             raise
         raise PipelineError(
-            f"train: {name}, going on from a stopped run's checkpoint: {exc} (remove "
-            f"{folder} to train this adapter from the start)"
+            f"train: {name}, going on from the checkpoint in {adapter}: {exc} (remove "
+            f"{adapter.parent} to train this adapter from the start)"
         ) from None
     if outcome.stopped_by is not None:  # the trainer kept its checkpoint: stop here
         if context.config.executor == "ray":  # an error Ray retries; the retry goes on
@@ -102,7 +167,6 @@ def train_adapter(
                 f"train: {name}: stopped by signal {outcome.stopped_by}"
             )
         raise KeyboardInterrupt(outcome.stopped_by)
-    write_json(folder / "summary.json", grpo_summary(adapter / "metrics.jsonl"))
 
 
 def grpo_summary(metrics: Path) -> dict[str, Any]:
