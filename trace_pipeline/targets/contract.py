@@ -295,17 +295,17 @@ def package_target(env: str) -> Target:
     from trainer.envs import resolve_env
 
     made = resolve_env(env).make()
-    family = family_of(made)
+    try:  # only its registration's values are read: the contract plays its own
+        family = family_of(made)
+        knobs = getattr(made, "difficulty", None), getattr(made, "max_turns", None)
+    finally:
+        made.close()
     if family is None:
         raise TypeError(
             f"{env} is not built on a task family (factory.runtime); write it "
             "through the target contract (docs/targets.md) to check it"
         )
-    return from_family(
-        family,
-        difficulty=getattr(made, "difficulty", None),
-        max_turns=getattr(made, "max_turns", None),
-    )
+    return from_family(family, difficulty=knobs[0], max_turns=knobs[1])
 
 
 def split_of(seed: int) -> tuple[str, int]:
