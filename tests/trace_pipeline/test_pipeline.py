@@ -420,6 +420,48 @@ def test_a_second_signal_in_training_stops_the_run_at_once_without_a_traceback(
     )
 
 
+def test_a_stop_while_the_cold_start_is_copied_leaves_nothing_to_resume(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GRPO's job copies its cold start's checkpoint whole or not at all: a stop after
+    the first file would otherwise leave a state.json without its adapter."""
+    from types import SimpleNamespace
+
+    from trace_pipeline.stages import train
+    from trainer import checkpoint
+    from trainer.settings import TrainConfig
+
+    cold = tmp_path / "cold-start-1" / "adapter" / "checkpoint"
+    cold.mkdir(parents=True)
+    for name in ("state.json", "optimizer.pt", "rng.pt"):
+        (cold / name).write_text("{}")
+    monkeypatch.setattr(train, "cold_started", lambda *_: cold.parents[1])
+    resumed: list[bool] = []
+    monkeypatch.setattr(train, "_trainer_run", lambda *_, resume: resumed.append(resume))
+    whole = shutil.copytree
+
+    def copy(one: str, other: str) -> None:
+        if list((job / "adapter").parent.rglob("*.*")):
+            raise KeyboardInterrupt(signal.SIGTERM)
+        shutil.copy2(one, other)
+
+    def stopped_after_one_file(source, target, *inner, **options):
+        if inner:  # copytree's own call for a subfolder, our copy in it
+            return whole(source, target, *inner, **options)
+        return whole(source, target, copy_function=copy, **options)
+
+    monkeypatch.setattr(shutil, "copytree", stopped_after_one_file)
+    context, job = SimpleNamespace(say=lambda _: None), tmp_path / "train-1.partial"
+    job.mkdir()
+    config = TrainConfig(cold_start=2, iterations=1)
+    with pytest.raises(KeyboardInterrupt):
+        train.train_adapter(context, job, "env", "cap", config)
+    assert not checkpoint.resumable(job / "adapter") and list(job.iterdir()) == []
+    monkeypatch.setattr(shutil, "copytree", whole)
+    train.train_adapter(context, job, "env", "cap", config)
+    assert resumed == [True] and checkpoint.exists(job / "adapter")
+
+
 def test_a_stopped_mixture_adapter_stops_the_run_and_is_never_kept(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from factory.outputs import write_json
+from factory.outputs import recover, staged, write_json
 from trace_pipeline.context import Context
 from trace_pipeline.errors import PipelineError
 from trace_pipeline.executors import Job, run_jobs
@@ -74,7 +74,11 @@ def train_adapter(
     elif config.cold_start and config.iterations:
         shutil.rmtree(adapter, ignore_errors=True)  # what a kill before a copy left
         cold = cold_started(context, envs, name, config)
-        shutil.copytree(cold / "adapter", adapter, symlinks=True)
+        recover(folder, adapter.name)  # a copy that kill -9 cut short
+        with staged(adapter) as staging:  # whole or not at all: never half a checkpoint
+            shutil.copytree(
+                cold / "adapter", staging, symlinks=True, dirs_exist_ok=True
+            )
         context.say(
             f"train: {name}: {config.iterations} GRPO iterations from the cold start "
             f"of job {cold.name}"
