@@ -437,7 +437,9 @@ def test_a_stop_while_the_cold_start_is_copied_leaves_nothing_to_resume(
         (cold / name).write_text("{}")
     monkeypatch.setattr(train, "cold_started", lambda *_: cold.parents[1])
     resumed: list[bool] = []
-    monkeypatch.setattr(train, "_trainer_run", lambda *_, resume: resumed.append(resume))
+    monkeypatch.setattr(
+        train, "_trainer_run", lambda *_, resume: resumed.append(resume)
+    )
     whole = shutil.copytree
 
     def copy(one: str, other: str) -> None:

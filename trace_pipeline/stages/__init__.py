@@ -64,7 +64,7 @@ STAGES = (
         (*MODEL, "train", "rollout"),
         ("generate",),
         train.run,
-        jobs=("train", "own-env"),
+        jobs=("train", "own-env", "cold-start"),
     ),
     Stage(
         "baselines",
@@ -73,7 +73,7 @@ STAGES = (
         ("analyze", "generate"),
         baselines.run,
         plays_target=True,
-        jobs=("mixture", "untargeted", "cold-start"),  # the last to make cold starts
+        jobs=("mixture", "untargeted", baselines.COLD_KIND),
     ),
     Stage(
         "route",

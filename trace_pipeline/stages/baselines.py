@@ -32,6 +32,10 @@ from trace_pipeline.stages.train import (
 from trace_pipeline.store import contents, digest, read_output
 from trace_pipeline.targets.solved import NAME, write_package
 
+# The cold starts of this stage's adapters: a kind of its own, so `--from baselines`
+# forgets these and keeps the train stage's.
+COLD_KIND = "baselines-cold-start"
+
 
 def mixture_job(context: Context, folder: Path, envs: list[str]) -> None:
     """The multi-capability adapter (a job; see `train_adapter`)."""
@@ -40,7 +44,7 @@ def mixture_job(context: Context, folder: Path, envs: list[str]) -> None:
         iterations=single.iterations * len(envs),
         cold_start=single.cold_start * len(envs),
     )
-    train_adapter(context, folder, envs, "mixture", config)
+    train_adapter(context, folder, envs, "mixture", config, COLD_KIND)
 
 
 def run(context: Context, out: Path) -> dict[str, Any]:
@@ -98,7 +102,7 @@ def untargeted(context: Context, out: Path) -> dict[str, Any]:
                 **trained_inputs(context),
             },
             "trace_pipeline.stages.train:train_job",
-            {"env": package},
+            {"env": package, "cold_kind": COLD_KIND},
             resumable=True,
         )  # fmt: skip
         for name, package in built.items()

@@ -57,6 +57,7 @@ def train_adapter(
     envs: str | list[str],
     name: str,
     config: TrainConfig,
+    cold_kind: str = "cold-start",
 ) -> None:
     """An adapter trained on `envs` with `config` into `folder/adapter`, its GRPO
     iterations into `folder/summary.json` (the work of a resumable job, see
@@ -64,7 +65,8 @@ def train_adapter(
     stopped one keeps its checkpoint and stops the run, never finishes the job).
 
     GRPO starts from a copy of the cold start's own job (`cold_started`), which
-    every GRPO setting tried on dev shares."""
+    every GRPO setting tried on dev shares: a job of kind `cold_kind`, one of the
+    jobs of the stage that trains the adapter, so its `--from` forgets them."""
     from trainer import checkpoint
 
     adapter = folder / "adapter"
@@ -73,7 +75,7 @@ def train_adapter(
         _trainer_run(context, adapter, envs, name, config, resume=True)
     elif config.cold_start and config.iterations:
         shutil.rmtree(adapter, ignore_errors=True)  # what a kill before a copy left
-        cold = cold_started(context, envs, name, config)
+        cold = cold_started(context, envs, name, config, cold_kind)
         recover(folder, adapter.name)  # a copy that kill -9 cut short
         with staged(adapter) as staging:  # whole or not at all: never half a checkpoint
             shutil.copytree(
@@ -94,11 +96,15 @@ def train_adapter(
 
 
 def cold_started(
-    context: Context, envs: str | list[str], name: str, config: TrainConfig
+    context: Context,
+    envs: str | list[str],
+    name: str,
+    config: TrainConfig,
+    kind: str = "cold-start",
 ) -> Path:
     """The folder of the cold start's job: `config`'s cold start alone (iterations
     0), keyed by what it depends on (the packages' files, the model, its chat
-    template and `COLD_START_SETTINGS`), resumable after each epoch."""
+    template and `COLD_START_SETTINGS`), resumable after each epoch, of `kind`."""
     from trainer import checkpoint
     from trainer.settings import COLD_START_SETTINGS
 
@@ -120,7 +126,7 @@ def cold_started(
             context.say(f"train: {name}: {_plan(alone)}")
         _trainer_run(context, adapter, envs, name, alone, resume)
 
-    return context.job("cold-start", inputs, work, resumable=True)
+    return context.job(kind, inputs, work, resumable=True)
 
 
 def _plan(config: TrainConfig) -> str:
@@ -186,9 +192,12 @@ def grpo_summary(metrics: Path) -> dict[str, Any]:
     }
 
 
-def train_job(context: Context, folder: Path, env: str) -> None:
+def train_job(
+    context: Context, folder: Path, env: str, cold_kind: str = "cold-start"
+) -> None:
     """One capability's adapter (a job; see `train_adapter`)."""
-    train_adapter(context, folder, env, Path(env).name, train_config(context))
+    config = train_config(context)
+    train_adapter(context, folder, env, Path(env).name, config, cold_kind)
 
 
 def own_env_job(
