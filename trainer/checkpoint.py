@@ -29,31 +29,36 @@ RESUMABLE_CHANGES = {
 }
 
 
-def _folder(out: Path, name: str = "checkpoint") -> Path:
-    return out / name
-
-
+CHECKPOINT = "checkpoint"
 # The cold start's own checkpoint, one per finished epoch but the last: its
 # optimizer is not GRPO's, and the iteration-0 checkpoint replaces it.
 COLD_START = "cold_start_checkpoint"
 
 
+def _folder(out: Path, name: str = CHECKPOINT) -> Path:
+    return out / name
+
+
+def _present(out: Path, name: str) -> bool:
+    """Whether checkpoint `name` is in `out` (one a kill left retired mid-swap is put back)."""
+    recover(out, name)
+    return (_folder(out, name) / "state.json").is_file()
+
+
 def exists(out: Path) -> bool:
-    """Whether `out` holds a checkpoint (one a kill left retired mid-swap is put back)."""
-    recover(out, _folder(out).name)
-    return (_folder(out) / "state.json").is_file()
+    """Whether `out` holds a GRPO checkpoint (iteration 0 on)."""
+    return _present(out, CHECKPOINT)
 
 
 def resumable(out: Path) -> bool:
     """Whether `out` holds a checkpoint to go on from: GRPO's, or a cold start's epochs."""
-    recover(out, COLD_START)
-    return exists(out) or (_folder(out, COLD_START) / "state.json").is_file()
+    return exists(out) or _present(out, COLD_START)
 
 
 def clear(out: Path) -> None:
     """Remove the checkpoints of an earlier run in `out` (one started over with
     --force), so that a kill of this one never resumes that one's."""
-    for name in (_folder(out).name, COLD_START):
+    for name in (CHECKPOINT, COLD_START):
         shutil.rmtree(_folder(out, name), ignore_errors=True)
 
 
@@ -173,8 +178,12 @@ def _read(
     now = json.loads(json.dumps(config.as_dict()))
     # A setting newer than the checkpoint ran at its default, which keeps the old behaviour.
     default = json.loads(json.dumps(TrainConfig().as_dict()))
-    # Before GRPO's first step only the cold start's settings shaped the adapter.
+    # Before GRPO's first step (a cold start's checkpoint has no iteration) only
+    # the cold start's settings shaped the adapter.
     fixed = COLD_START_SETTINGS if state.get("iteration", 0) == 0 else now.keys()
+    # GRPO's optimizer at iteration 0 has taken no step: it starts afresh, with
+    # this run's rate; a cold start's own optimizer has, and goes on.
+    grpo_unstepped = state.get("iteration") == 0
     changed = sorted(
         k
         for k in now
@@ -189,7 +198,7 @@ def _read(
         )
     try:
         set_peft_model_state_dict(model, adapter)
-        if state.get("iteration") != 0:  # at 0 GRPO's optimizer has taken no step
+        if not grpo_unstepped:
             optimizer.load_state_dict(optimizer_state)
         torch.set_rng_state(states["torch"])
         rng.setstate(states["python"])
@@ -250,10 +259,9 @@ def load_cold_start(
 ) -> list[float]:
     """Restore the cold start's checkpoint, if there is one; the losses of the epochs
     it finished ([] when there is none: the cold start begins)."""
-    folder = _folder(out, COLD_START)
-    recover(out, COLD_START)
-    if not (folder / "state.json").is_file():
+    if not _present(out, COLD_START):
         return []
+    folder = _folder(out, COLD_START)
     state = _read(folder, model, optimizer, rng, config, env_id)
     losses = state.get("epoch_losses")
     if not (

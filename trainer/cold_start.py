@@ -137,18 +137,22 @@ def run(
     config: TrainConfig,
     pad: int,
     rng: random.Random,
-    checkpoints: Callable[[list[float], Any], None] | None = None,
-    done: Callable[[Any], list[float]] | None = None,
+    out: Path | None = None,
+    env_id: str = "",
+    rank: int = 0,
     stopped: Callable[[], bool] = lambda: False,
 ) -> list[float]:
     """`config.cold_start_epochs` epochs of minibatch AdamW on L_SFT; the mean loss per epoch.
 
-    `done(optimizer)` restores the epochs a checkpoint holds (their losses);
-    `checkpoints(losses, optimizer)` is called after every epoch but the last.
-    When `stopped()` says so after an epoch, the losses so far are returned. One
-    `optimize` call per epoch draws the same shuffles as one call for all of them.
+    With `out`, each finished epoch but the last is checkpointed there (rank 0
+    writes) and a checkpoint found there is gone on from: a kill costs the epoch
+    under way. When `stopped()` says so after an epoch, the losses so far are
+    returned. One `optimize` call per epoch draws the same shuffles as one call
+    for all of them.
     """
     import torch
+
+    from trainer import checkpoint
 
     trainable = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trainable, lr=config.cold_start_learning_rate)
@@ -156,7 +160,11 @@ def run(
     def loss_of(batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
         return sft_loss(batch_logprobs(model, batch, 1.0), batch.mask), {}
 
-    losses = done(optimizer) if done is not None else []
+    losses = (
+        checkpoint.load_cold_start(out, model, optimizer, rng, config, env_id)
+        if out is not None
+        else []
+    )
     while len(losses) < config.cold_start_epochs and not stopped():
         losses += optimize(
             model, optimizer, rows, loss_of,
@@ -166,8 +174,10 @@ def run(
             desc=f"cold start {len(losses) + 1}/{config.cold_start_epochs}",
             share_prefix=config.lora_dropout == 0,
         )["epoch_losses"]  # fmt: skip
-        if checkpoints is not None and len(losses) < config.cold_start_epochs:
-            checkpoints(losses, optimizer)
+        if out is not None and rank == 0 and len(losses) < config.cold_start_epochs:
+            checkpoint.save_cold_start(
+                out, losses, model, optimizer, rng, config, env_id
+            )
     return losses
 
 
@@ -184,28 +194,9 @@ def from_gold(
     stopped: Callable[[], bool] = lambda: False,
 ) -> list[float]:
     """The cold start of `trainer train`: this rank's share of `config.cold_start` gold
-    demonstrations for `config.cold_start_epochs` epochs; each epoch's mean L_SFT.
-
-    With `out`, each finished epoch but the last is checkpointed there (rank 0
-    writes) and a checkpoint found there is gone on from: a kill costs the epoch
-    under way. Fewer losses than epochs: `stopped()` ended it after an epoch.
-    """
+    demonstrations for `config.cold_start_epochs` epochs, checkpointed per epoch in
+    `out` (see `run`); each epoch's mean L_SFT (fewer than the epochs: stopped)."""
     rows = demonstrations(
         handle, tokenizer, config.cold_start, config.tool_format, config.step_timeout
     )[rank::world]
-    if out is None:
-        return run(model, rows, config, pad, rng, stopped=stopped)
-    from trainer import checkpoint  # torch: imported where training starts
-
-    def done(optimizer: Any) -> list[float]:
-        return checkpoint.load_cold_start(
-            out, model, optimizer, rng, config, handle.env_id
-        )
-
-    def keep(losses: list[float], optimizer: Any) -> None:
-        if rank == 0:
-            checkpoint.save_cold_start(
-                out, losses, model, optimizer, rng, config, handle.env_id
-            )
-
-    return run(model, rows, config, pad, rng, keep, done, stopped)
+    return run(model, rows, config, pad, rng, out, handle.env_id, rank, stopped)

@@ -234,17 +234,17 @@ def ending(outcome: Outcome, command: str | None, out: Path) -> tuple[int, str]:
     if command is None:  # not rank 0: rank 0 says it
         return code, ""
     if outcome.stopped_by is not None:
-        done = len(outcome.metrics)
+        done, kept = len(outcome.metrics), checkpoint.resumable(out)
         if checkpoint.exists(out):
             when = f"after iteration {done}"
-        elif checkpoint.resumable(out):
+        elif kept:
             when = "during the cold start, after an epoch"
         else:
             when = (
                 f"before the first checkpoint: the adapter in {out} is untrained; "
                 "run again without --resume"
             )
-        if checkpoint.resumable(out):
+        if kept:
             when += f"; the checkpoint in {out} is complete: continue with --resume"
         return code, f"stopped by signal {outcome.stopped_by} {when}"
     return code, (

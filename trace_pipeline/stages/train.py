@@ -70,11 +70,7 @@ def train_adapter(
     from trainer import checkpoint
 
     adapter = folder / "adapter"
-    if checkpoint.resumable(adapter):
-        context.say(f"train: {name}: going on from the checkpoint a stopped run left")
-        _trainer_run(context, adapter, envs, name, config, resume=True)
-    elif config.cold_start and config.iterations:
-        shutil.rmtree(adapter, ignore_errors=True)  # what a kill before a copy left
+    if config.cold_start and config.iterations and not checkpoint.resumable(adapter):
         cold = cold_started(context, envs, name, config, cold_kind)
         recover(folder, adapter.name)  # a copy that kill -9 cut short
         with staged(adapter) as staging:  # whole or not at all: never half a checkpoint
@@ -87,11 +83,7 @@ def train_adapter(
         )
         _trainer_run(context, adapter, envs, name, config, resume=True)
     else:
-        shutil.rmtree(
-            adapter, ignore_errors=True
-        )  # what a kill before a checkpoint left
-        context.say(f"train: {name}: {_plan(config)}")
-        _trainer_run(context, adapter, envs, name, config, resume=False)
+        _start_or_go_on(context, adapter, envs, name, config)
     write_json(folder / "summary.json", grpo_summary(adapter / "metrics.jsonl"))
 
 
@@ -105,7 +97,6 @@ def cold_started(
     """The folder of the cold start's job: `config`'s cold start alone (iterations
     0), keyed by what it depends on (the packages' files, the model, its chat
     template and `COLD_START_SETTINGS`), resumable after each epoch, of `kind`."""
-    from trainer import checkpoint
     from trainer.settings import COLD_START_SETTINGS
 
     alone = config.replace(iterations=0)
@@ -117,16 +108,29 @@ def cold_started(
     }
 
     def work(job: Path) -> None:
-        adapter = job / "adapter"
-        resume = checkpoint.resumable(adapter)
-        if resume:
-            context.say(f"train: {name}: going on with the cold start a stop left")
-        else:
-            shutil.rmtree(adapter, ignore_errors=True)
-            context.say(f"train: {name}: {_plan(alone)}")
-        _trainer_run(context, adapter, envs, name, alone, resume)
+        _start_or_go_on(context, job / "adapter", envs, name, alone)
 
     return context.job(kind, inputs, work, resumable=True)
+
+
+def _start_or_go_on(
+    context: Context,
+    adapter: Path,
+    envs: str | list[str],
+    name: str,
+    config: TrainConfig,
+) -> None:
+    """`trainer train` into `adapter`, going on from the checkpoint a stop left there,
+    else from the start."""
+    from trainer import checkpoint
+
+    resume = checkpoint.resumable(adapter)
+    if resume:
+        context.say(f"train: {name}: going on from the checkpoint a stopped run left")
+    else:
+        shutil.rmtree(adapter, ignore_errors=True)  # what a kill before one left
+        context.say(f"train: {name}: {_plan(config)}")
+    _trainer_run(context, adapter, envs, name, config, resume)
 
 
 def _plan(config: TrainConfig) -> str:
