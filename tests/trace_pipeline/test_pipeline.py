@@ -302,8 +302,11 @@ def test_kill_9_in_a_stage_then_a_rerun_finishes(tmp_path: Path) -> None:
             break
     process.wait(timeout=60)
     assert not (out / "train" / "manifest.json").exists()
-    # A fast machine may have finished one of the stage's jobs within that second.
-    assert re.search(r"^train +running(, 1 finished job kept)?$", during, re.M), during
+    # A fast machine may have finished some of the stage's jobs (a cold start, an
+    # adapter) within that second; the stage itself is still running.
+    assert re.search(r"^train +running(, \d+ finished jobs? kept)?$", during, re.M), (
+        during
+    )
     after = _trace("status", str(out)).stdout
     assert re.search(r"^train +missing", after, re.M), after
     done = _trace("run", str(TINY), "--out", str(out))
