@@ -26,6 +26,7 @@ RESUMABLE_CHANGES = {
     "backend",
     "gradient_checkpointing",
     "micro_batch_size",
+    "trunk_cache_mib",
 }
 
 

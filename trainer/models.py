@@ -302,8 +302,9 @@ def with_lora(base: Any, config: TrainConfig) -> Any:
 
     Only the adapter trains; its weights are float32 even over bfloat16 base
     weights (peft's `autocast_adapter_dtype`), so optimizer steps keep full precision.
-    `config.lora_layers` keeps it to the top decoder layers, and the backward pass
-    stops at the lowest of them (`_no_input_grads`). The decoder is
+    `config.lora_layers` keeps it to the top decoder layers, the backward pass
+    stops at the lowest of them (`_no_input_grads`), and the outputs of the
+    frozen layers below are kept for later passes (`frozen_trunk`). The decoder is
     gradient-checkpointed unless `config.gradient_checkpointing` is off.
     """
     import torch
@@ -367,6 +368,10 @@ def with_lora(base: Any, config: TrainConfig) -> Any:
     with peft_quietly():
         model = get_peft_model(base, lora)
     _no_input_grads(base)
+    if top:
+        from trainer import frozen_trunk
+
+        frozen_trunk.attach(model, config.trunk_cache_mib)
     return model
 
 

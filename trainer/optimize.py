@@ -22,7 +22,7 @@ import torch
 import torch.utils.checkpoint
 from tqdm import tqdm
 
-from trainer import distributed
+from trainer import distributed, frozen_trunk
 from trainer.losses import sft_loss
 from trainer.shared_prefix import (
     MIN_SHARED_TOKENS,
@@ -138,13 +138,11 @@ def token_logprobs(
     Other positions get 0. With a `prefix`, `tokens` are the rows after it.
     """
     rows, columns = mask[:, 1:].nonzero(as_tuple=True)  # position t predicts t + 1
-    decoder, head = model.get_decoder(), model.get_output_embeddings()
+    head = model.get_output_embeddings()
     if prefix is not None:
         hidden = prefix.hidden(tokens, attention)
     else:
-        hidden = decoder(
-            input_ids=tokens, attention_mask=attention, use_cache=False
-        ).last_hidden_state
+        hidden = frozen_trunk.whole_rows(model, tokens, attention)
     picked_hidden, targets = hidden[rows, columns], tokens[rows, columns + 1]
     softcap = getattr(model.config, "final_logit_softcapping", None)
     pieces = [
@@ -176,7 +174,7 @@ def batch_logprobs(
     """
     shared = batch.prefix
     if shared is not None and not prefix:
-        shared = SharedPrefix(model, shared.tokens)
+        shared = SharedPrefix(model, shared.tokens, shared.rows)
     return token_logprobs(
         model, batch.tokens, batch.attention, temperature, batch.mask, shared
     )
@@ -259,7 +257,7 @@ def _prefix(model: Any, rows: Sequence[Row]) -> SharedPrefix | None:
     length = shared_length([(r.tokens, r.mask) for r in rows])
     if length < MIN_SHARED_TOKENS:
         return None
-    return SharedPrefix(model, rows[0].tokens[:length])
+    return SharedPrefix(model, rows[0].tokens[:length], [tuple(r.tokens) for r in rows])
 
 
 def optimize(

@@ -216,6 +216,15 @@ class TrainConfig(RolloutLimits):
         ge=0,
         le=10**4,
     )
+    trunk_cache_mib: int = setting(
+        1024,
+        "with --lora-layers, MiB of the frozen lower layers' outputs kept by row: "
+        "a later pass over the same rows (the next cold-start epoch, the update after "
+        "scoring the old policy) runs the adapted layers alone (0: every pass runs "
+        "every layer)",
+        ge=0,
+        le=10**7,
+    )
     lora_target_modules: tuple[str, ...] = setting(
         ("q_proj", "k_proj", "v_proj", "o_proj"),
         "names of the linear layers LoRA adapts",

@@ -26,6 +26,8 @@ from typing import Any
 
 import torch
 
+from trainer import frozen_trunk
+from trainer.frozen_trunk import Key
 from trainer.models import cache_kwargs
 
 # Shorter shared prefixes are not worth a separate pass.
@@ -87,6 +89,16 @@ def _cache_under_checkpointing(model: Any) -> Iterator[None]:
             del layer._can_checkpoint_with_cache
 
 
+@contextlib.contextmanager
+def _keeping(trunk: frozen_trunk.Trunk | None) -> Iterator[list[torch.Tensor]]:
+    """The frozen layers' output of the pass inside, when `trunk` keeps them."""
+    if trunk is None:
+        yield []
+        return
+    with trunk.capturing() as seen:
+        yield seen
+
+
 def _dynamic_cache(config: Any) -> Any:
     from transformers import DynamicCache
 
@@ -127,6 +139,13 @@ class _Reading:
             # window keeps its last window - 1 columns) and the positions seen,
             # which size the attention masks.
             cache.layers[index].update(keys, values)
+        if leaves:  # the frozen layers a pass from kept rows skips (frozen_trunk):
+            # nothing reads their keys, but the masks are sized from them
+            shape = next(iter(leaves.values()))[0].shape
+            blank = next(iter(leaves.values()))[0].new_zeros(()).expand(shape)
+            for index, layer in enumerate(cache.layers):
+                if index not in leaves:
+                    layer.update(blank, blank)
         stored = {
             index: (layer.keys, layer.values)
             for index, layer in enumerate(cache.layers)
@@ -148,19 +167,35 @@ class _Reading:
 class SharedPrefix:
     """A minibatch's shared prefix, encoded once with gradients; see the module docstring."""
 
-    def __init__(self, model: Any, tokens: list[int]) -> None:
+    def __init__(self, model: Any, tokens: list[int], rows: Sequence[Key] = ()) -> None:
+        """Encode `tokens`, the prefix of `rows` (every row's token ids): from their
+        kept frozen-layer outputs when all are kept (`frozen_trunk`), else whole."""
         self.model = model
         self.tokens = list(tokens)
+        self.key: Key = tuple(tokens)
+        self.rows = list(rows)
         self.length = len(tokens)
         self.decoder = model.get_decoder()
+        trunk = frozen_trunk.of(model)
+        # Run from kept rows, or keep them: one or the other for all of this
+        # prefix's passes, since a pass from kept rows records no frozen layer.
+        self.trunk = trunk if trunk is not None and trunk.has(rows) else None
+        self.keeping = trunk if self.trunk is None else None
         device = next(model.parameters()).device
         recording = _Recording(model.config)
+        ones = torch.ones(1, self.length, dtype=torch.long, device=device)
+        inputs = cache_kwargs(recording.cache)
+        self.before: torch.Tensor | None = None  # the prefix's h_k, to keep its rows'
         with _cache_under_checkpointing(self.model):
-            self.decoder(
-                input_ids=torch.tensor([tokens], device=device),
-                attention_mask=torch.ones(1, self.length, dtype=torch.long, device=device),
-                **cache_kwargs(recording.cache), use_cache=False,
-            )  # fmt: skip
+            if self.trunk is not None:
+                with self.trunk.skipping():
+                    embeds = self.trunk.prefix(self.key)[None]
+                    self.decoder(inputs_embeds=embeds, attention_mask=ones, **inputs, use_cache=False)  # fmt: skip
+            else:
+                with _keeping(self.keeping) as seen:
+                    ids = torch.tensor([tokens], device=device)
+                    self.decoder(input_ids=ids, attention_mask=ones, **inputs, use_cache=False)  # fmt: skip
+                self.before = seen[0][0] if seen else None
         self.states = dict(recording.states)
         self.leaves = {
             index: tuple(t.detach().requires_grad_(t.requires_grad) for t in pair)
@@ -171,17 +206,39 @@ class SharedPrefix:
         """Last hidden states [B, S, H] of suffixes `tokens` [B, S] (right-padded) after the prefix."""
         rows, width = tokens.shape
         reading = _Reading(self.model.config, self.leaves, rows)
-        with _cache_under_checkpointing(self.model):
-            return self.decoder(
-                input_ids=tokens,
-                attention_mask=torch.cat(
-                    [attention.new_ones(rows, self.length), attention], dim=1
-                ),
-                position_ids=torch.arange(
-                    self.length, self.length + width, device=tokens.device
-                ).expand(rows, -1),
-                **cache_kwargs(reading.cache), use_cache=False,
-            ).last_hidden_state  # fmt: skip
+        keys = frozen_trunk.keys(tokens, attention, self.key)
+
+        def run(**inputs: torch.Tensor) -> torch.Tensor:
+            with _cache_under_checkpointing(self.model):
+                return self.decoder(
+                    **inputs,
+                    attention_mask=torch.cat(
+                        [attention.new_ones(rows, self.length), attention], dim=1
+                    ),
+                    position_ids=torch.arange(
+                        self.length, self.length + width, device=tokens.device
+                    ).expand(rows, -1),
+                    **cache_kwargs(reading.cache), use_cache=False,
+                ).last_hidden_state  # fmt: skip
+
+        def from_kept(trunk: frozen_trunk.Trunk) -> torch.Tensor:
+            with trunk.skipping():
+                return run(inputs_embeds=trunk.rows(keys, self.length, width))
+
+        if self.trunk is not None:
+            return from_kept(self.trunk)
+        with _keeping(self.keeping) as seen:
+            hidden = run(input_ids=tokens)
+        trunk = self.keeping
+        if trunk is None or self.before is None:
+            return hidden
+        for i, key in enumerate(keys):
+            suffix = seen[0][i, : len(key) - self.length]
+            trunk.keep(key, torch.cat([self.before, suffix]))
+        if not trunk.checked and trunk.has(keys):
+            with torch.no_grad():
+                trunk.check(hidden, from_kept(trunk), attention)
+        return hidden
 
     def backward(self) -> None:
         """Push the gradients the suffixes left on the leaves through the prefix pass, once."""
