@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -113,10 +113,30 @@ class Trunk:
             for i, layer in enumerate(frozen):
                 layers[i] = layer
 
-    def check(
+    def keep_pass(
+        self,
+        keys: Sequence[Key],
+        states: torch.Tensor,
+        whole: torch.Tensor,
+        attention: torch.Tensor,
+        from_kept: Callable[[], torch.Tensor],
+        before: torch.Tensor | None = None,
+    ) -> None:
+        """Keep each row's h_k from a whole pass (`states` [B, S, H] after the shared
+        prefix's `before` [L, H], if any), then check the first pass whose rows were
+        all kept: `from_kept()` must give the whole pass's hidden states."""
+        cut = 0 if before is None else len(before)
+        for i, key in enumerate(keys):
+            row = states[i, : len(key) - cut]
+            self.keep(key, row if before is None else torch.cat([before, row]))
+        if not self.checked and self.has(keys):
+            with torch.no_grad():
+                self._check(whole, from_kept(), attention)
+
+    def _check(
         self, whole: torch.Tensor, kept: torch.Tensor, attention: torch.Tensor
     ) -> None:
-        """Compare, once, the last hidden states of a pass run from h_k with the whole
+        """Compare the last hidden states of a pass run from h_k with the whole
         pass's on the real positions; a mismatch turns keeping off for the run."""
         self.checked = True
         real = attention.bool()
@@ -200,9 +220,5 @@ def whole_rows(
         return from_kept(rows)
     with trunk.capturing() as seen:
         hidden = whole()
-    for i, key in enumerate(rows):
-        trunk.keep(key, seen[0][i, : len(key)])
-    if not trunk.checked and trunk.has(rows):
-        with torch.no_grad():
-            trunk.check(hidden, from_kept(rows), attention)
+    trunk.keep_pass(rows, seen[0], hidden, attention, lambda: from_kept(rows))
     return hidden

@@ -141,8 +141,8 @@ class _Reading:
             cache.layers[index].update(keys, values)
         if leaves:  # the frozen layers a pass from kept rows skips (frozen_trunk):
             # nothing reads their keys, but the masks are sized from them
-            shape = next(iter(leaves.values()))[0].shape
-            blank = next(iter(leaves.values()))[0].new_zeros(()).expand(shape)
+            some = next(iter(leaves.values()))[0]
+            blank = some.new_zeros(()).expand(some.shape)
             for index, layer in enumerate(cache.layers):
                 if index not in leaves:
                     layer.update(blank, blank)
@@ -230,14 +230,10 @@ class SharedPrefix:
         with _keeping(self.keeping) as seen:
             hidden = run(input_ids=tokens)
         trunk = self.keeping
-        if trunk is None or self.before is None:
-            return hidden
-        for i, key in enumerate(keys):
-            suffix = seen[0][i, : len(key) - self.length]
-            trunk.keep(key, torch.cat([self.before, suffix]))
-        if not trunk.checked and trunk.has(keys):
-            with torch.no_grad():
-                trunk.check(hidden, from_kept(trunk), attention)
+        if trunk is not None and self.before is not None:
+            trunk.keep_pass(
+                keys, seen[0], hidden, attention, lambda: from_kept(trunk), self.before
+            )
         return hidden
 
     def backward(self) -> None:
