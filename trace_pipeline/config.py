@@ -163,7 +163,7 @@ class Target(Section):
         16,
         ge=1,
         le=100_000,
-        description="episodes per collect job (kept as it finishes; one batch of the sampler)",
+        description="episodes per collect or evaluate job (kept as it finishes; one batch of the sampler)",
     )
 
     @model_validator(mode="after")

@@ -23,6 +23,7 @@ from factory.analyze.settings import AnalysisSettings
 from trace_pipeline.config import load_config
 from trace_pipeline.context import Context
 from trace_pipeline.stages.collect import record, write_records
+from trace_pipeline.stages.evaluate import kept_episodes
 from trace_pipeline.store import RunFolder
 
 # Each condition, and the configuration job it played on a task (from the report).
@@ -48,14 +49,7 @@ def main() -> None:
     report = json.loads(evaluated.read_text("utf-8"))
     if "transcripts" not in report:
         parser.error(f"{evaluated} keeps no transcripts: rerun its evaluate stage")
-    episodes = {
-        key: {
-            row["seed"]: row
-            for row in json.loads((run / ".jobs" / job / "episodes.json").read_text())
-            if row.get("configuration", key) == key  # a job may play several
-        }
-        for key, job in report["transcripts"].items()
-    }
+    episodes = {key: kept_episodes(run, report, key) for key in report["transcripts"]}
     config = load_config(run / "config.yaml")
     env = Context(config, RunFolder(run), run / "config.yaml").target().make()
     settings = AnalysisSettings(runs=arguments.runs, min_runs=arguments.min_runs)

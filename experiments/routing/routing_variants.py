@@ -45,7 +45,7 @@ from router.routed import first_observation, with_observation
 from router.scorer import CONTENT_FREE, LabelScorer
 from trace_pipeline.config import load_config
 from trace_pipeline.context import Context
-from trace_pipeline.stages.evaluate import tasks, truth
+from trace_pipeline.stages.evaluate import kept_episodes, tasks, truth
 from trace_pipeline.stages.route import (
     analysis_examples,
     collected,
@@ -65,13 +65,8 @@ def observations(
 ) -> dict[str, Rows]:
     """(messages, truth) of each kind of observation the router is asked about."""
     held, target = tasks(context, names), context.target()
-    base_job = (
-        context.folder.root / ".jobs" / report["transcripts"]["base"] / "episodes.json"
-    )
     refused = {}
-    for episode in json.loads(base_job.read_text("utf-8")):
-        if episode.get("configuration", "base") != "base":
-            continue
+    for episode in kept_episodes(context.folder.root, report, "base").values():
         errors = [
             m["content"]
             for m in episode["messages"]

@@ -15,10 +15,12 @@ from pathlib import Path
 
 import gymnasium
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from router.prompted import HEADING
 from trace_pipeline.cli import main
-from trace_pipeline.stages import NAMES
+from trace_pipeline.stages import NAMES, evaluate
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "examples" / "pipelines" / "phone_tiny.yaml"
@@ -857,25 +859,26 @@ def test_a_held_out_change_redoes_only_evaluation_and_from_forgets_its_stages(
 def test_a_routing_change_replays_only_what_routing_decides(
     finished: Path, tmp_path: Path
 ) -> None:
-    """Each configuration's episodes are one job that does not depend on the router:
+    """Each configuration's episodes are jobs that do not depend on the router:
     changing the calibration reuses them and replays only re-routing (and any new
     top-p mix); the transcripts of every job are kept."""
     report = json.loads((finished / "evaluate" / "report.json").read_text())
     played = report["transcripts"]
     assert {"base", "re-routed on errors"} <= set(played)
-    episodes = json.loads(
-        (finished / ".jobs" / played["base"] / "episodes.json").read_text()
-    )
-    assert [e["seed"] for e in episodes] == report["seeds"]
-    assert episodes[0]["messages"][0]["role"] == "system"
+    for key in played:  # every configuration's episodes kept, each task once
+        episodes = evaluate.kept_episodes(finished, report, key)
+        assert set(episodes) <= set(report["seeds"]), key
+        assert all(e["messages"][0]["role"] == "system" for e in episodes.values())
+    assert sorted(evaluate.kept_episodes(finished, report, "base")) == report["seeds"]
     _, _, again = _rerun_changed(
         finished, tmp_path, "calibration: batch", "calibration: none"
     )
     assert again.returncode == 0, again.stderr[-2000:]
     assert again.stderr.count("done, skipped") == NAMES.index("route")
     for key in ("base", "ties", "date_time_recovery", "permission_error_recovery"):
-        assert f"reusing the finished job {played[key]}" in again.stderr, key
-    assert played["re-routed on errors"] not in again.stderr
+        for job in played[key]:
+            assert f"reusing the finished job {job}" in again.stderr, key
+    assert played["re-routed on errors"][0] not in again.stderr
 
 
 def test_re_routing_can_start_from_the_base_model(
@@ -900,7 +903,7 @@ def test_re_routing_can_start_from_the_base_model(
     assert all(row["reroutes"][0] == "base" for row in report["per_task"])
     assert f"| {name} |" in (out / "report" / "report.md").read_text()
     assert "from the base model" in (out / "report" / "report.md").read_text()
-    assert f"reusing the finished job {played['base']}" in again.stderr
+    assert f"reusing the finished job {played['base'][0]}" in again.stderr
 
 
 def test_a_new_own_environment_count_plays_only_the_own_environment_job(
@@ -938,9 +941,9 @@ def test_a_retrain_replays_every_configuration_but_the_base_models(
     _, _, again = _rerun_changed(finished, tmp_path, "cold_start: 2", "cold_start: 3")
     assert again.returncode == 0, again.stderr[-2000:]
     assert again.stderr.count("done, skipped") == NAMES.index("train")
-    assert f"reusing the finished job {played['base']}" in again.stderr
+    assert f"reusing the finished job {played['base'][0]}" in again.stderr
     for key in ("ties", "date_time_recovery", "permission_error_recovery"):
-        assert played[key] not in again.stderr, key
+        assert not any(job in again.stderr for job in played[key]), key
 
 
 def test_a_grpo_setting_changed_on_dev_replays_grpo_from_the_kept_cold_starts(
@@ -1019,7 +1022,7 @@ def test_a_trajectories_target_is_analysed_and_never_played(
     from trace_pipeline.config import PipelineConfig
     from trace_pipeline.context import Context
     from trace_pipeline.errors import PipelineError
-    from trace_pipeline.stages import analyze, collect, evaluate
+    from trace_pipeline.stages import analyze, collect
     from trace_pipeline.store import RunFolder
 
     runs = finished / "collect" / "trajectories.jsonl"
@@ -1160,7 +1163,7 @@ def test_an_untargeted_control_is_trained_with_a_targeted_budget_and_played(
     from factory.runtime.policies import run_episode
     from trace_pipeline.config import load_config
     from trace_pipeline.context import Context
-    from trace_pipeline.stages import baselines, evaluate
+    from trace_pipeline.stages import baselines
     from trace_pipeline.store import RunFolder
     from trace_pipeline.targets import phone
 
@@ -1231,7 +1234,6 @@ def test_llamacpp_plays_collect_and_evaluate_with_the_adapters(
     pytest.importorskip("llama_cpp")
     from trace_pipeline.config import load_config
     from trace_pipeline.context import Context
-    from trace_pipeline.stages import evaluate
     from trace_pipeline.store import RunFolder
 
     out = tmp_path / "run"
@@ -1276,3 +1278,37 @@ def test_llamacpp_plays_collect_and_evaluate_with_the_adapters(
         [(".gguf", 1.0)],
     ]
     assert (tmp_path / "job" / "ties").is_dir()  # the merge the bank built, saved
+
+
+@given(
+    sizes=st.lists(st.integers(1, 45), min_size=1, max_size=12),
+    size=st.integers(1, 20),
+)
+def test_evaluate_cuts_its_plays_in_jobs_of_at_most_a_shard(
+    sizes: list[int], size: int
+) -> None:
+    """Every job holds at most `size` episodes; each configuration's seeds come back
+    whole and in order, in as few pieces as fit, whose sizes differ by one at most."""
+    plays, first = [], 0
+    for i, n in enumerate(sizes):
+        plays.append(
+            {"key": f"c{i}", "weights": {}, "seeds": list(range(first, first + n))}
+        )
+        first += n
+    jobs = evaluate.shards(plays, size)
+    assert all(0 < sum(len(p["seeds"]) for p in job) <= size for job in jobs)
+    for play in plays:
+        pieces = [p["seeds"] for job in jobs for p in job if p["key"] == play["key"]]
+        assert [s for piece in pieces for s in piece] == play["seeds"]
+        assert len(pieces) == -(-len(play["seeds"]) // size)
+        assert max(map(len, pieces)) - min(map(len, pieces)) <= 1
+
+
+def test_evaluate_packs_small_configurations_and_splits_large_ones_evenly() -> None:
+    """40 tasks of an adapter in 16-episode jobs are 13 + 13 + 14 (three full-ish
+    batches, not 16 + 16 + 8); 20 one-task top-p mixes share two jobs."""
+    adapter = {"key": "a", "weights": {"a": 1.0}, "seeds": list(range(40))}
+    mixes = [{"key": f"m{i}", "weights": {}, "seeds": [i]} for i in range(20)]
+    jobs = evaluate.shards([adapter], 16)
+    assert [[len(p["seeds"]) for p in job] for job in jobs] == [[13], [13], [14]]
+    assert [len(job) for job in evaluate.shards(mixes, 16)] == [16, 4]

@@ -87,6 +87,7 @@ STAGES = (
             *MODEL,
             "backend",
             "target.heldout_episodes",
+            "target.shard_episodes",
             "rollout",
             "route",
             "protocol.split",

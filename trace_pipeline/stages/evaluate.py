@@ -19,18 +19,20 @@ on the same seeds (Holm over the report's family).
 Each model configuration a condition needs (the base model, an adapter, a
 merge, a top-p mix) plays each task it is used on once; a routed condition's
 outcome on a task is its configuration's outcome there. Configurations share
-one batch, each row under its own (`AdapterBank.configure_rows`), in jobs: the
-base model (which depends on neither adapters nor router: a retrain reuses
-it), the configurations played on every task (adapters, merges: a routing
-change reuses them), the top-p mixes, the prompted base, and re-routing. Each
-job keeps its transcripts (`episodes.json`, each row naming its
-configuration).
+one batch, each row under its own (`AdapterBank.configure_rows`), in jobs of
+at most `target.shard_episodes` episodes (a stop loses one job at most) of four
+groups: the base model (which depends on neither adapters nor router: a
+retrain reuses it), the configurations played on every task (adapters, merges:
+a routing change reuses them), the top-p mixes, and the prompted base; and
+re-routing, one job. Each job keeps its transcripts (`episodes.json`, each row
+naming its configuration).
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -49,6 +51,7 @@ from trace_pipeline.store import digest, read_output
 REROUTE_MODE = "argmax"
 PROMPTED = "prompted base"  # the condition, and its configuration's key
 UNTARGETED = "untargeted: "  # before the capability's name, the condition's
+BASE_GROUPS = ("base", "prompted")  # the job groups whose episodes use no adapter
 
 
 def truth(context: Context, seed: int, names: list[str]) -> str:
@@ -264,6 +267,32 @@ def rerouting_job(
     write_json(folder / "episodes.json", rows)
 
 
+def shards(plays: list[dict[str, Any]], size: int) -> list[list[dict[str, Any]]]:
+    """`plays` in jobs of at most `size` episodes, so that a stop loses one job's
+    episodes at most: a configuration's seeds cut in pieces of even size (one batch
+    each), configurations of fewer seeds packed together in order."""
+    pieces = []
+    for play in plays:
+        seeds = play["seeds"]
+        count = -(-len(seeds) // size)  # ceiling
+        pieces += [play | {"seeds": part} for part in _even(seeds, count)]
+    jobs: list[list[dict[str, Any]]] = []
+    held = 0
+    for piece in pieces:
+        if not jobs or held + len(piece["seeds"]) > size:
+            jobs.append([])
+            held = 0
+        jobs[-1].append(piece)
+        held += len(piece["seeds"])
+    return jobs
+
+
+def _even(seeds: list[int], count: int) -> list[list[int]]:
+    """`seeds` in `count` consecutive pieces whose sizes differ by one at most."""
+    cut = [len(seeds) * i // count for i in range(count + 1)]
+    return [seeds[a:b] for a, b in itertools.pairwise(cut)]
+
+
 def played_inputs(context: Context) -> dict[str, Any]:
     """What a configuration's episodes depend on: the adapters, the model, the
     tasks and the rollout limits (not the router)."""
@@ -297,6 +326,19 @@ def controls(baselines: dict[str, str]) -> list[tuple[str, str]]:
         elif condition.startswith("SFT only: "):
             pairs.append((condition, f"single: {condition.removeprefix('SFT only: ')}"))
     return pairs
+
+
+def kept_episodes(root: Path, report: dict[str, Any], key: str) -> dict[int, Any]:
+    """Configuration `key`'s held-out transcripts by seed, from the job folders a
+    finished evaluate report names under `root`/.jobs (one folder, in reports
+    written before evaluate's jobs were cut in shards)."""
+    jobs = report["transcripts"][key]
+    return {
+        row["seed"]: row
+        for job in ([jobs] if isinstance(jobs, str) else jobs)
+        for row in read_output(root / ".jobs" / job / "episodes.json")
+        if row.get("configuration", key) == key  # a job may play several
+    }
 
 
 def _played(done: Any) -> list[dict[str, Any]]:
@@ -376,28 +418,21 @@ def run(context: Context, out: Path) -> dict[str, Any]:
         )
         played_seeds = [seeds[i] for i in indices]
         groups[group].append({"key": key, "weights": weights, "seeds": played_seeds})
+    if context.config.baselines.prompted:
+        groups["prompted"] = [{"key": PROMPTED, "weights": {}, "seeds": seeds}]
+    size = context.config.target.shard_episodes
     jobs = []
     for group, plays in groups.items():
-        if plays:
-            arguments = {"plays": plays}
-            # the base model's episodes do not depend on the adapters: a retrain reuses them
-            depends = {"config": inputs["config"]} if group == "base" else inputs
+        # the base model's and the prompted base's episodes depend on no adapter:
+        # a retrain reuses them
+        depends = {"config": inputs["config"]} if group in BASE_GROUPS else inputs
+        for part in shards(plays, size):
+            arguments = {"plays": part}
+            if group == "prompted":
+                arguments["prompt"] = guidance(bank.capabilities)
             jobs.append(
                 Job("evaluate", arguments | depends, f"{__name__}:play_job", arguments)
             )
-    if context.config.baselines.prompted:
-        arguments = {
-            "plays": [{"key": PROMPTED, "weights": {}, "seeds": seeds}],
-            "prompt": guidance(bank.capabilities),
-        }
-        jobs.append(  # no adapter: like the base model's, its episodes outlive a retrain
-            Job(
-                "evaluate",
-                arguments | {"config": inputs["config"]},
-                f"{__name__}:play_job",
-                arguments,
-            )
-        )
     reroute_from = context.config.route.reroute_from
     if reroute_from != "none":
         first = [
@@ -430,11 +465,13 @@ def run(context: Context, out: Path) -> dict[str, Any]:
     played = run_jobs(context, jobs)
     rerouted = played.pop() if reroute_from != "none" else None
     episodes: dict[str, dict[int, dict[str, Any]]] = {}  # transcripts by key, seed
-    folders = {}
+    folders: dict[str, list[str]] = {}  # each configuration's job folders
     for done in played:
         for row in _played(done):
-            episodes.setdefault(row["configuration"], {})[row["seed"]] = row
-            folders[row["configuration"]] = done.folder.name
+            key = row["configuration"]
+            episodes.setdefault(key, {})[row["seed"]] = row
+            if done.folder.name not in folders.setdefault(key, []):
+                folders[key].append(done.folder.name)
     index_of = {seed: i for i, seed in enumerate(seeds)}
     outcomes = {
         key: {index_of[s]: (r["success"], r["reward"]) for s, r in rows.items()}
@@ -473,7 +510,7 @@ def run(context: Context, out: Path) -> dict[str, Any]:
             reroute_from == "base",
         )
         per_condition[rerouted_name] = [rows[s] for s in seeds]
-        report["transcripts"]["re-routed on errors"] = rerouted.folder.name
+        report["transcripts"]["re-routed on errors"] = [rerouted.folder.name]
         report["backend"] = {  # what decoded the episodes
             "re-routed on errors": "transformers",
             "every other condition": context.config.backend,
