@@ -92,6 +92,8 @@ def measure(arm: str, args: argparse.Namespace) -> dict[str, float]:
         set_peft_model_state_dict(
             run.model, load_file(str(adapter / "adapter_model.safetensors"))
         )
+        if arm == "llama.cpp sampler":  # GRPO points it at checkpoints; none yet
+            run.generator.use_adapter(str(adapter), 0)
         if arm == "previous":
             sys.path.insert(0, str(HERE))
             from update_memory import union_logprobs

@@ -1,0 +1,1 @@
+"""Target kits: one folder per target (tool schemas, implementations, world)."""
