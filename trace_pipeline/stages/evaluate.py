@@ -420,6 +420,7 @@ def run(context: Context, out: Path) -> dict[str, Any]:
         groups[group].append({"key": key, "weights": weights, "seeds": played_seeds})
     if context.config.baselines.prompted:
         groups["prompted"] = [{"key": PROMPTED, "weights": {}, "seeds": seeds}]
+        prompt = guidance(bank.capabilities)  # once, for every prompted job
     size = context.config.target.shard_episodes
     jobs = []
     for group, plays in groups.items():
@@ -427,9 +428,9 @@ def run(context: Context, out: Path) -> dict[str, Any]:
         # a retrain reuses them
         depends = {"config": inputs["config"]} if group in BASE_GROUPS else inputs
         for part in shards(plays, size):
-            arguments = {"plays": part}
+            arguments: dict[str, Any] = {"plays": part}
             if group == "prompted":
-                arguments["prompt"] = guidance(bank.capabilities)
+                arguments["prompt"] = prompt
             jobs.append(
                 Job("evaluate", arguments | depends, f"{__name__}:play_job", arguments)
             )
