@@ -8,6 +8,7 @@ rank 0 writes checkpoints and metrics. With one process everything is a no-op.
 
 from __future__ import annotations
 
+import atexit
 import os
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
@@ -29,7 +30,11 @@ def rank() -> int:
 
 
 def init() -> None:
-    """Join the process group torchrun set up (gloo on CPU, nccl on GPUs)."""
+    """Join the process group torchrun set up (gloo on CPU, nccl on GPUs), and
+    leave it when the process exits: a group left to the interpreter's teardown
+    can abort a rank whose work is done (gloo's threads are still joinable when
+    their C++ objects are destroyed, "terminate called without an active
+    exception"), which torchrun reports as a failed run."""
     if world_size() == 1:
         return
     import torch
@@ -37,6 +42,14 @@ def init() -> None:
 
     if not dist.is_initialized():
         dist.init_process_group(backend="nccl" if torch.cuda.is_available() else "gloo")
+        atexit.register(_leave)
+
+
+def _leave() -> None:
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def average_gradients(parameters: Iterable[torch.nn.Parameter]) -> None:
