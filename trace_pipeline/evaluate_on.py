@@ -6,8 +6,8 @@ adapters, router, probe and calibration requests are copied into a new run
 folder whose config is the run's own with CONFIG's `target` section in place of
 its target; the `evaluate` stage then plays every condition (base, each single,
 merges, the mixture, each routing mode, re-routing, the oracle where the target
-knows needs) on the new target's test split, greedily, in one batched stream,
-and writes the same report (`DIR/evaluate/report.md`: success with intervals,
+knows needs) on the new target's split that the run's `protocol.split` names
+(test once frozen, dev while choosing), greedily, in one batched stream, and writes the same report (`DIR/evaluate/report.md`: success with intervals,
 success by true need, routing accuracy, paired exact McNemar with Holm). The
 adapters were trained on an interface: a target showing a tool that the run's
 kit lacks, or with other parameters, is refused naming the difference.
@@ -121,9 +121,10 @@ def _sha256(path: Path) -> str:
 def evaluate_on(
     run: Path, target_config: Path, out: Path, replay_test: bool = False
 ) -> Path:
-    """Every condition of the finished run `run` on `target_config`'s test split,
-    in the new run folder `out`; return the evaluate report's folder. The test split
-    is played under the protocol (`replay_test`: `--replay-test`)."""
+    """Every condition of the finished run `run` on `target_config`'s split that
+    the run's protocol names, in the new run folder `out`; return the evaluate
+    report's folder. A test split is played under the protocol (`replay_test`:
+    `--replay-test`)."""
     source = _finished(run)
     config, text, kit = merged_config(run, target_config)
     preflight(config)
@@ -171,7 +172,10 @@ def evaluate_on(
         stage = STAGES[NAMES.index("evaluate")]
         inputs = stage_inputs(stage, config, folder)
         began = time.time()
-        context.say(f"evaluate: the adapters of {run} on {target_config}'s test split")
+        context.say(
+            f"evaluate: the adapters of {run} on {target_config}'s "
+            f"{config.protocol.split} split"
+        )
         with folder.staging(stage.name) as staging:
             result = stage.work(context, staging)
             folder.finish(

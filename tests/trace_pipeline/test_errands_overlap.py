@@ -1,13 +1,17 @@
-"""The errands target was not written from the archetypes: none of its request
-templates (slot-abstracted) and none of its gold tool sequences is an archetype
-module's, and few of its word 3-grams are (the built-in phone target, which shares
-the permission archetype's requests, is measured beside it)."""
+"""The example phone-interface targets (errands, handover) were not written from
+the archetypes: none of their request templates (slot-abstracted) and none of
+their gold tool sequences is an archetype module's, and few of their word 3-grams
+are (the built-in phone target, which shares the permission archetype's requests,
+is measured beside them)."""
 
 from __future__ import annotations
 
 import random
 import re
+from functools import cache
 from pathlib import Path
+
+import pytest
 
 from factory.archetypes import archetypes
 from trace_pipeline.targets.contract import load_target
@@ -29,6 +33,7 @@ def grams(text: str) -> set[tuple[str, ...]]:
     return {tuple(words[i : i + 3]) for i in range(len(words) - 2)}
 
 
+@cache
 def archetype_phone_tasks() -> tuple[set[str], set[tuple[str, ...]]]:
     """(templates, gold tool sequences) of every archetype's phone task module."""
     templates, scripts = set(), set()
@@ -44,18 +49,27 @@ def archetype_phone_tasks() -> tuple[set[str], set[tuple[str, ...]]]:
     return templates, scripts
 
 
-def test_errands_shares_no_template_or_gold_script_with_any_archetype() -> None:
-    """At the defaults and with every text's number given (the demonstration's
-    `share_numbered: 100`)."""
+@pytest.mark.parametrize(
+    ("target", "variants"),
+    [
+        # at the defaults and with every text's number given (the demonstration's
+        # `share_numbered: 100`)
+        ("errands", ({}, {"share_numbered": 100})),
+        ("handover", ({}, {"share_numbered": 0, "share_blocked": 100})),
+    ],
+)
+def test_an_example_target_shares_no_template_or_gold_script_with_any_archetype(
+    target: str, variants: tuple[dict[str, int], ...]
+) -> None:
     templates, scripts = archetype_phone_tasks()
     mine, my_scripts = set(), set()
-    for settings in ({}, {"share_numbered": 100}):
-        target = load_target(
-            f"{ROOT}/examples/targets/errands/errands.py:make_target", settings
+    for settings in variants:
+        made = load_target(
+            f"{ROOT}/examples/targets/{target}/{target}.py:make_target", settings
         )
         for split in ("analysis", "dev", "test"):
             for index in range(TASKS // 3):
-                task = target.task(split, index)
+                task = made.task(split, index)
                 mine.add(abstract(task.instruction))
                 my_scripts.add(
                     tuple(a["name"] for a in task.expected_actions or () if "name" in a)
@@ -75,7 +89,29 @@ def test_errands_shares_no_template_or_gold_script_with_any_archetype() -> None:
     phone_grams = set().union(*map(grams, built_in))
     phone_coverage = len(phone_grams & archetype_grams) / len(phone_grams)
     print(
-        f"3-gram coverage by the archetypes' phone modules: errands {coverage:.2f}, "
+        f"3-gram coverage by the archetypes' phone modules: {target} {coverage:.2f}, "
         f"the built-in phone target {phone_coverage:.2f}"
     )
     assert coverage < 0.25 < phone_coverage
+
+
+def _templates(target: str, settings: dict[str, int]) -> set[str]:
+    made = load_target(
+        f"{ROOT}/examples/targets/{target}/{target}.py:make_target", settings
+    )
+    return {
+        abstract(made.task(split, index).instruction)
+        for split in ("analysis", "dev", "test")
+        for index in range(TASKS // 3)
+    }
+
+
+def test_handover_is_worded_apart_from_errands() -> None:
+    """`trace eval` of an errands run on handover asks about other wordings: no
+    request template in common, and few word 3-grams."""
+    errands = _templates("errands", {"share_numbered": 100})
+    handover = _templates("handover", {})
+    assert not errands & handover, sorted(errands & handover)[:5]
+    errands_grams = set().union(*map(grams, errands))
+    handover_grams = set().union(*map(grams, handover))
+    assert len(handover_grams & errands_grams) / len(handover_grams) < 0.25

@@ -1,6 +1,6 @@
-"""The target contract: a user's target (examples/targets/errands) plays as an env,
-passes `trace check-target`, and each deliberately broken copy fails the check
-that names its fault."""
+"""The target contract: a user's target (examples/targets/errands, and handover)
+plays as an env, passes `trace check-target`, and each deliberately broken copy
+fails the check that names its fault."""
 
 from __future__ import annotations
 
@@ -24,6 +24,10 @@ from trainer.settings import EVAL_SEED_BASE
 ROOT = Path(__file__).resolve().parents[2]
 ERRANDS = ROOT / "examples" / "targets" / "errands" / "errands.py"
 ENTRY = f"{ERRANDS}:make_target"
+EXAMPLES = [
+    ENTRY,
+    f"{ROOT / 'examples' / 'targets' / 'handover' / 'handover.py'}:make_target",
+]
 
 
 def _config(tmp_path: Path, entry: str, settings: str = "{}") -> Path:
@@ -40,11 +44,14 @@ def test_seeds_name_a_split_and_an_index() -> None:
     assert split_of(EVAL_SEED_BASE + 5) == ("test", 5)
 
 
-def test_the_example_target_plays_as_an_env_and_its_expected_actions_win() -> None:
+@pytest.mark.parametrize("entry", EXAMPLES)
+def test_an_example_target_plays_as_an_env_and_its_expected_actions_win(
+    entry: str,
+) -> None:
     """Gold play through the env's own step(): the expected actions succeed, the
     same seed gives the same observation, nothing done fails, a bad action is an
     error message that changes nothing."""
-    env = ContractEnv(ENTRY)
+    env = ContractEnv(entry)
     wins = 0
     for seed in (0, 1, EVAL_SEED_BASE + 2):
         first, info = env.reset(seed=seed)
@@ -69,8 +76,9 @@ def test_the_example_target_plays_as_an_env_and_its_expected_actions_win() -> No
     assert wins == 3
 
 
-def test_check_target_passes_the_example(tmp_path: Path, capsys) -> None:
-    assert main(["check-target", str(_config(tmp_path, ENTRY)), "--tasks", "8"]) == 0
+@pytest.mark.parametrize("entry", EXAMPLES)
+def test_check_target_passes_an_example(entry: str, tmp_path: Path, capsys) -> None:
+    assert main(["check-target", str(_config(tmp_path, entry)), "--tasks", "8"]) == 0
     assert "every check passed on 8 tasks" in capsys.readouterr().out
 
 
@@ -399,3 +407,16 @@ def test_trace_eval_judges_a_finished_run_on_another_target(
         assert main(["eval", *argv]) == 2, argv
         error = capsys.readouterr().err
         assert message in error and "Traceback" not in error, error
+
+
+def test_the_handover_eval_config_shows_the_phone_kits_interface(
+    errands_run: Path, tmp_path: Path
+) -> None:
+    """examples/pipelines/handover_eval.yaml is a target a phone-kit run's
+    adapters can be judged on: its tools are the kit's, parameters and all."""
+    from trace_pipeline.evaluate_on import interface_problems, merged_config
+
+    handover = ROOT / "examples" / "pipelines" / "handover_eval.yaml"
+    config, _, kit = merged_config(errands_run, handover)
+    assert kit == "phone" and config.target.entry.endswith("handover.py:make_target")
+    assert interface_problems(config, kit, tmp_path / "out") == []
