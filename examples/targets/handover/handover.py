@@ -9,7 +9,7 @@ location tool, which a setting may block), plain texts, and a date text with a
 pinned reminder in one request. Its needs mix differently from the errands
 target's (a relative date inside a message, a location blocker on a reminder,
 low battery mode blocking both), and no request template or gold tool sequence
-is an archetype module's (tests/trace_pipeline/test_target_overlap.py). Name it as
+is an archetype module's (tests/trace_pipeline/test_errands_overlap.py). Name it as
 
     target: {kind: python, entry: "examples/targets/handover/handover.py:make_target", kit: phone}
 """
