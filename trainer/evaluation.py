@@ -84,17 +84,26 @@ def mcnemar_power(
 ) -> float:
     """Chance that `mcnemar` finds p <= alpha when success moves from `before` to `after`.
 
-    Exact: sums over the number of discordant seeds and the split of them. Outcomes
-    of the two policies on a seed are taken as independent, which gives the most
-    discordant pairs; seeds that are easy or hard for both only raise the power.
+    Outcomes of the two policies on a seed are taken as independent, which gives
+    the most discordant pairs; seeds that are easy or hard for both only raise the
+    power (`paired_power` takes discordance as measured instead).
+    """
+    return paired_power(seeds, after * (1 - before), before * (1 - after), alpha)
+
+
+def paired_power(seeds: int, gain: float, loss: float, alpha: float = 0.05) -> float:
+    """Chance that `mcnemar` finds p <= alpha when each seed, independently, is a
+    gain (only the second policy succeeds) with probability `gain` and a loss with
+    probability `loss`: the discordance a paired dev split measured.
+
+    Exact: sums over the number of discordant seeds and the split of them.
     """
     from scipy.stats import binom
 
-    only_after, only_before = after * (1 - before), before * (1 - after)
-    discordant = only_after + only_before
+    discordant = gain + loss
     if discordant == 0:
         return 0.0
-    share = only_after / discordant
+    share = gain / discordant
     power = 0.0
     for d in range(1, seeds + 1):
         split = np.arange(d + 1)

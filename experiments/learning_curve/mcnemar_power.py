@@ -8,6 +8,14 @@ curve's summary, `before` is its cold-start point.
     python experiments/learning_curve/mcnemar_power.py --summary experiments/learning_curve/results/learning_curve_grpo_lr2e-4_warmup8_gemma3_270m.json
     python experiments/learning_curve/mcnemar_power.py --before 0.17 --after 0.3 0.4 --seeds 30 100 200
     python experiments/learning_curve/mcnemar_power.py --before 0.2 --after 0.5 --family 12
+    python experiments/learning_curve/mcnemar_power.py --paired 7 0 40 --family 20 --seeds 40 60 80
+
+`--paired GAINS LOSSES N` takes the discordance a paired dev split measured
+(seeds only the trained condition solved, seeds only the reference solved, of N)
+instead of independent outcomes, which give the most discordant pairs and so
+understate the power of an adapter that mostly adds wins. The rates are
+(count + 0.5) / (N + 1) (Jeffreys' posterior mean), so a loss never seen on dev
+still counts for something.
 
 With `--family M` (the paired tests of a report, Holm-adjusted), the power is
 that of a test that must reach p <= 0.05 / M: what the family's strongest
@@ -19,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -39,6 +48,14 @@ def main() -> None:
         "--seeds", type=int, nargs="+", default=[30, 60, 100, 150, 200, 300]
     )
     parser.add_argument(
+        "--paired",
+        type=int,
+        nargs=3,
+        metavar=("GAINS", "LOSSES", "N"),
+        help="dev's paired counts: seeds only the trained condition solved, only "
+        "the reference solved, of N",
+    )
+    parser.add_argument(
         "--seconds-per-episode",
         type=float,
         default=None,
@@ -52,7 +69,7 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    from trainer.evaluation import mcnemar_power
+    from trainer.evaluation import mcnemar_power, paired_power
 
     before = args.before
     if args.summary is not None:
@@ -60,24 +77,34 @@ def main() -> None:
         before = next(
             p["success_rate"] for p in points if p["point"] == "after cold start"
         )
-    if (
-        before is None
-        or not all(0 <= rate <= 1 for rate in [before, *args.after])
-        or min(args.seeds) < 1
-        or args.family < 1
-    ):
-        parser.error(
-            "give --before or --summary; rates in [0, 1], seeds >= 1, family >= 1"
-        )
+    if min(args.seeds) < 1 or args.family < 1:
+        parser.error("seeds >= 1, family >= 1")
     alpha = 0.05 / args.family
-    print(
-        f"exact McNemar power (p <= {alpha:.4g}), success before training {before:.3f}"
-    )
-    print("seeds  " + "  ".join(f"after {a:.2f}" for a in args.after))
+    if args.paired is not None:
+        gains, losses, n = args.paired
+        if min(gains, losses) < 0 or gains + losses > n:
+            parser.error("--paired GAINS LOSSES N: counts >= 0 whose sum is at most N")
+        gain, loss = (gains + 0.5) / (n + 1), (losses + 0.5) / (n + 1)
+        heading = f"gain {gain:.3f}, loss {loss:.3f} a seed (dev: {gains} and {losses} of {n})"
+        columns = {
+            f"dev {gains}+/{losses}-": partial(
+                paired_power, gain=gain, loss=loss, alpha=alpha
+            )
+        }
+    else:
+        if before is None or not all(0 <= rate <= 1 for rate in [before, *args.after]):
+            parser.error("give --before, --summary or --paired; rates in [0, 1]")
+        heading = f"success before training {before:.3f}"
+        columns = {
+            f"after {a:.2f}": partial(
+                mcnemar_power, before=before, after=a, alpha=alpha
+            )
+            for a in args.after
+        }
+    print(f"exact McNemar power (p <= {alpha:.4g}), {heading}")
+    print("seeds  " + "  ".join(columns))
     for seeds in args.seeds:
-        row = "  ".join(
-            f"{mcnemar_power(seeds, before, a, alpha):10.2f}" for a in args.after
-        )
+        row = "  ".join(f"{power(seeds):10.2f}" for power in columns.values())
         cost = (
             f"   ({2 * seeds * args.seconds_per_episode / 60:.0f} min for two points)"
             if args.seconds_per_episode

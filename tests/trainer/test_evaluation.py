@@ -8,7 +8,13 @@ import pytest
 from tests.conftest import ROOT
 from tests.trainer.test_rollout import ScriptedGenerator
 from trainer.envs import resolve_env
-from trainer.evaluation import confidence_interval, evaluate, mcnemar, mcnemar_power
+from trainer.evaluation import (
+    confidence_interval,
+    evaluate,
+    mcnemar,
+    mcnemar_power,
+    paired_power,
+)
 from trainer.settings import EVAL_SEED_BASE, RolloutLimits, TrainConfig
 
 
@@ -69,6 +75,24 @@ def test_mcnemar_power_matches_simulated_paired_tests() -> None:
     )
     assert mcnemar_power(60, 0.3, 0.3) <= 0.05  # no change: at most the test's level
     assert mcnemar_power(30, 0.17, 0.4) < mcnemar_power(100, 0.17, 0.4)
+
+
+def test_paired_power_matches_simulated_correlated_pairs() -> None:
+    """Policies that agree on most seeds (an adapter that only adds wins): the
+    power from the measured discordance, which independence understates."""
+    rng = np.random.default_rng(1)
+    seeds, gain, loss, trials = 40, 0.15, 0.02, 1500
+    rejected = 0
+    for _ in range(trials):
+        draw = rng.random(seeds)
+        both = rng.random(seeds) < 0.2  # concordant seeds: both win or both lose
+        first = np.where(draw < gain, False, np.where(draw < gain + loss, True, both))
+        second = np.where(draw < gain, True, np.where(draw < gain + loss, False, both))
+        rejected += mcnemar(first.tolist(), second.tolist())["p_value"] <= 0.05
+    assert paired_power(seeds, gain, loss) == pytest.approx(rejected / trials, abs=0.04)
+    before, after = 0.2 * (1 - gain - loss) + loss, 0.2 * (1 - gain - loss) + gain
+    assert mcnemar_power(seeds, before, after) < paired_power(seeds, gain, loss)
+    assert paired_power(seeds, 0.0, 0.0) == 0.0
 
 
 def test_the_evaluation_plot_draws_every_point_with_its_interval(
