@@ -18,6 +18,7 @@ results and a rerun reuses them (a failed stage goes on from its finished jobs).
 from __future__ import annotations
 
 import importlib
+import itertools
 import socket
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,6 +96,15 @@ def _remote(root: str, job: Job) -> tuple[str | None, str, str | None]:
             host,
             f"{type(exc).__name__}: {first_line(exc)}",
         )
+
+
+def pieces(seeds: list[int], size: int) -> list[list[int]]:
+    """`seeds` in the fewest consecutive pieces of at most `size`, their sizes
+    differing by one at most (40 in 16s: 13, 13, 14, not 16, 16, 8), so that a
+    stop loses one job's episodes at most and every job fills a batch alike."""
+    count = -(-len(seeds) // size)  # ceiling
+    cut = [len(seeds) * i // count for i in range(count + 1)]
+    return [seeds[a:b] for a, b in itertools.pairwise(cut)]
 
 
 def run_jobs(context: Context, jobs: list[Job]) -> list[Done]:

@@ -1,7 +1,7 @@
 """collect: the base agent on the target's analysis split, as trajectory records.
 
-The episodes are played in shards of `target.shard_episodes` seeds, each a
-job kept as it finishes (a killed run replays only the shard it was playing;
+The episodes are played in shards of at most `target.shard_episodes` seeds
+(even pieces, as evaluate's), each a job kept as it finishes (a killed run replays only the shard it was playing;
 `executor: ray` plays shards in parallel). Each episode becomes one record `factory analyze` reads (OpenAI messages,
 reward, success, the target's tools and expected actions); the target's true
 needs go in `metadata.needs` and in `truth.json` (the needs of each failed run),
@@ -18,7 +18,7 @@ from factory.outputs import write_json, write_text
 from trace_pipeline.config import MODEL, tasks
 from trace_pipeline.context import Context, task_info, transcript
 from trace_pipeline.errors import PipelineError
-from trace_pipeline.executors import Job, run_jobs
+from trace_pipeline.executors import Job, pieces, run_jobs
 from trace_pipeline.store import read_output
 from trainer.evaluation import rate
 
@@ -189,11 +189,7 @@ def imported(context: Context) -> list[dict[str, Any]]:
 def played(context: Context) -> list[dict[str, Any]]:
     """The base agent on the analysis split, in shards kept as jobs."""
     settings = context.config.target
-    size = settings.shard_episodes
-    shards = [
-        list(range(start, min(start + size, settings.analysis_episodes)))
-        for start in range(0, settings.analysis_episodes, size)
-    ]
+    shards = pieces(list(range(settings.analysis_episodes)), settings.shard_episodes)
     jobs = [
         Job(
             "collect",

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import itertools
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -43,7 +42,7 @@ from trace_pipeline.config import MODEL
 from trace_pipeline.config import tasks as task_settings
 from trace_pipeline.context import Context, transcript
 from trace_pipeline.errors import PipelineError
-from trace_pipeline.executors import Job, run_jobs
+from trace_pipeline.executors import Job, pieces, run_jobs
 from trace_pipeline.protocol import first_seed, record
 from trace_pipeline.stages import collect
 from trace_pipeline.store import digest, read_output
@@ -271,26 +270,18 @@ def shards(plays: list[dict[str, Any]], size: int) -> list[list[dict[str, Any]]]
     """`plays` in jobs of at most `size` episodes, so that a stop loses one job's
     episodes at most: a configuration's seeds cut in pieces of even size (one batch
     each), configurations of fewer seeds packed together in order."""
-    pieces = []
-    for play in plays:
-        seeds = play["seeds"]
-        count = -(-len(seeds) // size)  # ceiling
-        pieces += [play | {"seeds": part} for part in _even(seeds, count)]
+    cut = [
+        play | {"seeds": part} for play in plays for part in pieces(play["seeds"], size)
+    ]
     jobs: list[list[dict[str, Any]]] = []
     held = 0
-    for piece in pieces:
+    for piece in cut:
         if not jobs or held + len(piece["seeds"]) > size:
             jobs.append([])
             held = 0
         jobs[-1].append(piece)
         held += len(piece["seeds"])
     return jobs
-
-
-def _even(seeds: list[int], count: int) -> list[list[int]]:
-    """`seeds` in `count` consecutive pieces whose sizes differ by one at most."""
-    cut = [len(seeds) * i // count for i in range(count + 1)]
-    return [seeds[a:b] for a, b in itertools.pairwise(cut)]
 
 
 def played_inputs(context: Context) -> dict[str, Any]:
