@@ -856,6 +856,23 @@ def test_a_held_out_change_redoes_only_evaluation_and_from_forgets_its_stages(
     assert "reusing the finished job" not in rerun.stderr
 
 
+def test_another_split_on_a_copy_of_a_run_replays_only_evaluate(
+    finished: Path, tmp_path: Path
+) -> None:
+    """Only evaluate's inputs name the split: the test split is played on a copy of
+    the dev run (docs/pipeline.md), here the other way round, every other stage
+    skipped and the dev seeds played."""
+    from trainer.settings import DEV_SEED_BASE
+
+    out, _, again = _rerun_changed(
+        finished, tmp_path, "route:\n", "protocol: {split: dev}\nroute:\n"
+    )
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert again.stderr.count("done, skipped") == NAMES.index("evaluate")
+    report = json.loads((out / "evaluate" / "report.json").read_text())
+    assert report["seeds"][0] == DEV_SEED_BASE and report["tasks"] == 6
+
+
 def test_a_routing_change_replays_only_what_routing_decides(
     finished: Path, tmp_path: Path
 ) -> None:
