@@ -137,7 +137,8 @@ def build_parser() -> argparse.ArgumentParser:
             ("finished", {"metavar": "RUN", "help": "a finished run folder"}),
             ("--target", {"required": True,
                           "help": "a config whose target section names the target"}),
-            ("--out", {"help": "new folder for the evaluation (default: RUN-on-<config>)"}),
+            ("--out", {"help": "new folder for the evaluation, or a stopped one's to go "
+                                "on with it (default: RUN-on-<config>)"}),
             REPLAY,
         )),
         "status": Command(_status, "which stages of a run are done or stale",

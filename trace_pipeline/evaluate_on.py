@@ -10,16 +10,20 @@ knows needs) on the new target's split that the run's `protocol.split` names
 (test once frozen, dev while choosing), greedily, in one batched stream, and writes the same report (`DIR/evaluate/report.md`: success with intervals,
 success by true need, routing accuracy, paired exact McNemar with Holm). The
 adapters were trained on an interface: a target showing a tool that the run's
-kit lacks, or with other parameters, is refused naming the difference.
+kit lacks, or with other parameters, is refused naming the difference. A
+stopped evaluation goes on from the jobs kept in DIR when the same command is
+given again (`evaluated.json` says what DIR evaluates; anything else is refused).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import shutil
 import time
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -118,6 +122,73 @@ def _sha256(path: Path) -> str:
     return sha.hexdigest()
 
 
+def _same_evaluation(
+    out: Path, evaluated: dict[str, Any], run: Path, target_config: Path
+) -> None:
+    """An existing --out goes on only where it is this evaluation, stopped: a
+    folder trace eval set up for the same run, target config and target, with the
+    run's adapters unchanged since (their sha256). An empty folder is a new one."""
+    if out.is_dir() and not out.is_symlink() and not any(out.iterdir()):
+        return
+    if out.is_symlink() or not out.is_dir() or not RunFolder(out).made_here():
+        raise PipelineError(
+            f"--out {out} exists and is not a stopped `trace eval` of {run} on "
+            f"{target_config}; give a new folder for this evaluation"
+        )
+    if not (out / "evaluated.json").exists():
+        if any((out / name).exists() for name in (*COPIED, "config.yaml")):
+            raise PipelineError(
+                f"--out {out} holds a `trace run` folder, or a `trace eval` stopped "
+                "before its copy of the run was whole; give a new folder (or remove "
+                "that one if it is such a copy)"
+            )
+        return  # opened by a trace eval stopped before it copied anything
+    kept = None
+    with contextlib.suppress(OSError, ValueError, RecursionError):
+        kept = json.loads((out / "evaluated.json").read_text(encoding="utf-8"))
+    if kept == json.loads(json.dumps(evaluated)):  # as it reads back from JSON
+        return
+    if (
+        isinstance(kept, dict)
+        and kept.get("run") == evaluated["run"]
+        and kept.get("target_config") == evaluated["target_config"]
+    ):
+        readback = json.loads(json.dumps(evaluated))
+        changed = [
+            what
+            for key, what in (
+                ("target", "target section"),
+                ("adapters", "run's adapters"),
+                ("config_sha256", "run's config"),
+            )
+            if kept.get(key) != readback[key]
+        ] or ["record"]
+        raise PipelineError(
+            f"--out {out} evaluated {run} on {target_config} before the {changed[0]} "
+            "changed; give a new folder for this evaluation"
+        )
+    raise PipelineError(
+        f"--out {out} exists and is not a stopped `trace eval` of {run} on "
+        f"{target_config}; give a new folder for this evaluation"
+    )
+
+
+def _copy_run(
+    source: RunFolder, out: Path, config_text: str, evaluated: dict[str, Any]
+) -> None:
+    """What evaluate reads of the run, copied into --out; `evaluated.json` last, so
+    its presence says the copy is whole."""
+    with unwritable_as(PipelineError, f"--out {out}"):
+        for name in COPIED:
+            origin = source.root / name
+            if origin.is_symlink():
+                raise PipelineError(f"{origin} {LINK_REFUSED}")
+            if origin.is_dir():
+                shutil.copytree(origin, out / name, symlinks=True)
+        write_text(out / "config.yaml", config_text)
+        write_json(out / "evaluated.json", evaluated)
+
+
 def evaluate_on(
     run: Path, target_config: Path, out: Path, replay_test: bool = False
 ) -> Path:
@@ -135,46 +206,48 @@ def evaluate_on(
             f"were trained on: {'; '.join(problems[:5])}"
             + (f" (and {len(problems) - 5} more)" if len(problems) > 5 else "")
         )
-    if out.exists() or out.is_symlink():
-        raise PipelineError(
-            f"--out {out} exists; give a new folder for this evaluation"
-        )
     if run.resolve() in out.resolve().parents:
         raise PipelineError(
             f"--out {out} is inside the run {run}, which is never written; give a "
             "folder outside it"
         )
+    evaluated = {
+        "run": str(run.resolve()),
+        "target_config": str(target_config.resolve()),
+        "target": config.section("target")["target"],
+        "config_sha256": hashlib.sha256(text.encode()).hexdigest(),
+        "adapters": {
+            p.parent.name: _sha256(p)
+            for p in sorted(
+                (run / "route" / "adapters").glob("*/adapter_model.safetensors")
+            )
+        },
+    }
+    if out.exists() or out.is_symlink():
+        _same_evaluation(out, evaluated, run, target_config)
     folder = RunFolder(out)
     folder.open(target_config)
     with folder.lock():
         guard(folder, config, replay_test)
-        with unwritable_as(PipelineError, f"--out {out}"):
-            for name in COPIED:
-                origin = source.root / name
-                if origin.is_symlink():
-                    raise PipelineError(f"{origin} {LINK_REFUSED}")
-                if origin.is_dir():
-                    shutil.copytree(origin, out / name, symlinks=True)
-            write_text(out / "config.yaml", f"# {run} on {target_config}\n" + text)
-            adapters = sorted(
-                (out / "route" / "adapters").glob("*/adapter_model.safetensors")
-            )
-            write_json(
-                out / "evaluated.json",
-                {
-                    "run": str(run.resolve()),
-                    "target_config": str(target_config.resolve()),
-                    "target": config.section("target")["target"],
-                    "adapters": {p.parent.name: _sha256(p) for p in adapters},
-                },
-            )
+        # looked at again under the lock: another trace eval may have set it up
+        _same_evaluation(out, evaluated, run, target_config)
+        resumed = (out / "evaluated.json").exists()
+        if not resumed:
+            _copy_run(source, out, f"# {run} on {target_config}\n" + text, evaluated)
         context = Context(config, folder, out / "config.yaml", replay_test)
         stage = STAGES[NAMES.index("evaluate")]
         inputs = stage_inputs(stage, config, folder)
+        manifest = folder.manifest(stage.name)
+        if manifest is not None and manifest["key"] == digest(inputs):
+            context.say(
+                f"evaluate: done, skipped (the report is in {out / 'evaluate'})"
+            )
+            return folder.stage("evaluate")
         began = time.time()
         context.say(
             f"evaluate: the adapters of {run} on {target_config}'s "
             f"{config.protocol.split} split"
+            + (" (going on from the jobs kept in --out)" if resumed else "")
         )
         with folder.staging(stage.name) as staging:
             result = stage.work(context, staging)

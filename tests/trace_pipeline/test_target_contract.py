@@ -5,6 +5,7 @@ fails the check that names its fault."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ from trainer.settings import EVAL_SEED_BASE
 ROOT = Path(__file__).resolve().parents[2]
 ERRANDS = ROOT / "examples" / "targets" / "errands" / "errands.py"
 ENTRY = f"{ERRANDS}:make_target"
+TINY_ERRANDS = ROOT / "examples" / "pipelines" / "errands_tiny.yaml"
 EXAMPLES = [
     ENTRY,
     f"{ROOT / 'examples' / 'targets' / 'handover' / 'handover.py'}:make_target",
@@ -393,6 +395,22 @@ def test_trace_eval_judges_a_finished_run_on_another_target(
     ]
     assert (errands_run / "evaluate" / "manifest.json").read_text() == before
     capsys.readouterr()
+    # the same evaluation again: done; stopped (its report gone, its jobs kept): it
+    # goes on from the jobs and plays nothing again
+    assert (
+        main(["eval", str(errands_run), "--target", str(phone), "--out", str(out)]) == 0
+    )
+    assert "evaluate: done, skipped" in capsys.readouterr().err
+    shutil.rmtree(out / "evaluate")
+    assert (
+        main(["eval", str(errands_run), "--target", str(phone), "--out", str(out)]) == 0
+    )
+    err = capsys.readouterr().err
+    assert "going on from the jobs kept" in err and "reusing the finished job" in err
+    assert (
+        json.loads((out / "evaluate" / "report.json").read_text())["per_task"]
+        == report["per_task"]
+    )
     shopping = tmp_path / "shopping.py"
     page = (ROOT / "docs" / "targets.md").read_text()
     shopping.write_text(page.split("```python\n", 1)[1].split("```", 1)[0])
@@ -400,7 +418,9 @@ def test_trace_eval_judges_a_finished_run_on_another_target(
     for argv, message in (
         ([str(errands_run), "--target", str(other)], "tool 'add_item' is not in the run's kit phone"),
         ([str(tmp_path), "--target", str(phone)], "is not a folder `trace run` made"),
-        ([str(errands_run), "--target", str(phone), "--out", str(out)], "exists; give a new folder"),
+        ([str(errands_run), "--target", str(TINY_ERRANDS), "--out", str(out)], "is not a stopped `trace eval`"),
+        ([str(errands_run), "--target", str(phone), "--out", str(errands_run.parent)], "is not a stopped `trace eval`"),
+        ([str(errands_run), "--target", str(phone), "--out", str(errands_run)], "holds a `trace run` folder"),
         ([str(errands_run), "--target", str(phone), "--out", str(errands_run / "x")], "is inside the run"),
         ([str(errands_run), "--target", str(ROOT / "examples" / "pipelines" / "missing.yaml")], "no such file"),
     ):  # fmt: skip
