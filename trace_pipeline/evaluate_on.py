@@ -228,9 +228,9 @@ def evaluate_on(
     folder = RunFolder(out)
     folder.open(target_config)
     with folder.lock():
-        guard(folder, config, replay_test)
         # looked at again under the lock: another trace eval may have set it up
         _same_evaluation(out, evaluated, run, target_config)
+        guard(folder, config, replay_test)
         resumed = (out / "evaluated.json").exists()
         if not resumed:
             _copy_run(source, out, f"# {run} on {target_config}\n" + text, evaluated)
