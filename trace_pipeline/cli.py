@@ -1,7 +1,8 @@
 """The `trace` command: run the whole TRACE loop, show a run's state, fetch a model.
 
 trace run CONFIG.yaml [--out DIR] [--from STAGE] [--set KEY=VALUE ...]
-trace eval RUN --target CONFIG.yaml [--out DIR]   (a finished run on another target)
+trace eval RUN --target CONFIG.yaml [--out DIR] [--set KEY=VALUE ...]
+                                      (a finished run on another target)
 trace status DIR
 trace settings                        (every config key: default, range and help)
 trace targets                         (the kinds of target, the phone target's knobs)
@@ -73,7 +74,7 @@ def _eval(arguments: argparse.Namespace) -> int:
         if arguments.out is None
         else Path(arguments.out)
     )
-    report = evaluate_on(run, config, out, arguments.replay_test)
+    report = evaluate_on(run, config, out, arguments.replay_test, arguments.set)
     print(f"report: {report / 'report.md'}")
     return 0
 
@@ -111,6 +112,9 @@ def _targets(arguments: argparse.Namespace) -> int:
     return 0
 
 
+SET = ("--set", {"action": "append", "default": [], "metavar": "KEY=VALUE",
+                "help": "change one config value for this run (repeatable; e.g. "
+                        "precision=bf16, train.iterations=2, model=PATH)"})  # fmt: skip
 REPLAY = ("--replay-test", {"action": "store_true",
                             "help": "play a test split played before under another "
                                     "config (the report says it is a replay)"})  # fmt: skip
@@ -128,9 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
             ("--out", {"help": "run folder (default: runs/<config name>)"}),
             ("--from", {"dest": "start", "choices": NAMES,
                         "help": "redo this stage and every one after it"}),
-            ("--set", {"action": "append", "default": [], "metavar": "KEY=VALUE",
-                       "help": "change one config value for this run (repeatable; "
-                               "e.g. precision=bf16, train.iterations=2)"}),
+            SET,
             REPLAY,
         )),
         "eval": Command(_eval, "a finished run's adapters on another target, no retraining", (
@@ -139,6 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "help": "a config whose target section names the target"}),
             ("--out", {"help": "new folder for the evaluation, or a stopped one's to go "
                                 "on with it (default: RUN-on-<config>)"}),
+            SET,
             REPLAY,
         )),
         "status": Command(_status, "which stages of a run are done or stale",

@@ -597,6 +597,11 @@ def read_config(path: Path, overrides: Sequence[str] = ()) -> dict[str, Any]:
         raise PipelineError(
             f"config {path} must be a mapping of sections (model, target, ...)"
         )
+    return apply_overrides(data, overrides)
+
+
+def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
+    """`data` (a config's mapping) with each `--set KEY=VALUE` applied in place."""
     for override in overrides:
         key, equals, text = override.partition("=")
         *sections, name = key.split(".")

@@ -22,13 +22,19 @@ import hashlib
 import json
 import shutil
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from factory.outputs import LINK_REFUSED, unwritable_as, write_json, write_text
-from trace_pipeline.config import PipelineConfig, check_config, read_config
+from trace_pipeline.config import (
+    PipelineConfig,
+    apply_overrides,
+    check_config,
+    read_config,
+)
 from trace_pipeline.context import Context, task_info
 from trace_pipeline.errors import PipelineError
 from trace_pipeline.protocol import guard
@@ -66,9 +72,12 @@ def _finished(run: Path) -> RunFolder:
     return folder
 
 
-def merged_config(run: Path, target_config: Path) -> tuple[PipelineConfig, str, str]:
-    """The run's config with `target_config`'s target section, its YAML text, and the
-    kit the run's packages were built on."""
+def merged_config(
+    run: Path, target_config: Path, overrides: Sequence[str] = ()
+) -> tuple[PipelineConfig, str, str]:
+    """The run's config with `target_config`'s target section and then `overrides`
+    (`--set KEY=VALUE`: where the model file is on this machine, the backend, ...),
+    its YAML text, and the kit the run's packages were built on."""
     data = read_config(run / "config.yaml")
     kit = check_config(data, run / "config.yaml").target.kit
     other = read_config(target_config)
@@ -78,7 +87,7 @@ def merged_config(run: Path, target_config: Path) -> tuple[PipelineConfig, str, 
             "`target:` names the target to evaluate on"
         )
     data["target"] = other["target"]
-    config = check_config(data, target_config)
+    config = check_config(apply_overrides(data, overrides), target_config, overrides)
     if not config.target.playable:
         raise PipelineError(
             f"--target {target_config}: target kind {config.target.kind} has nothing "
@@ -190,14 +199,19 @@ def _copy_run(
 
 
 def evaluate_on(
-    run: Path, target_config: Path, out: Path, replay_test: bool = False
+    run: Path,
+    target_config: Path,
+    out: Path,
+    replay_test: bool = False,
+    overrides: Sequence[str] = (),
 ) -> Path:
     """Every condition of the finished run `run` on `target_config`'s split that
     the run's protocol names, in the new run folder `out`; return the evaluate
     report's folder. A test split is played under the protocol (`replay_test`:
-    `--replay-test`)."""
+    `--replay-test`); `overrides` change the evaluation's settings as `--set` does
+    for `trace run` (the model must be the file the adapters were trained on)."""
     source = _finished(run)
-    config, text, kit = merged_config(run, target_config)
+    config, text, kit = merged_config(run, target_config, overrides)
     preflight(config)
     problems = interface_problems(config, kit, out)
     if problems:

@@ -13,6 +13,7 @@ import yaml
 
 from tests.trace_pipeline.contract_play import as_action
 from trace_pipeline.cli import main
+from trace_pipeline.errors import PipelineError
 from trace_pipeline.targets.contract import (
     DEV_SEED_BASE,
     ENV_ID,
@@ -440,3 +441,9 @@ def test_the_handover_eval_config_shows_the_phone_kits_interface(
     config, _, kit = merged_config(errands_run, handover)
     assert kit == "phone" and config.target.entry.endswith("handover.py:make_target")
     assert interface_problems(config, kit, tmp_path / "out") == []
+    # `trace eval --set`: the evaluation's settings on this machine, checked as
+    # `trace run --set` checks them
+    changed, text, _ = merged_config(errands_run, handover, ["rollout.max_turns=3"])
+    assert changed.rollout.max_turns == 3 and "max_turns: 3" in text
+    with pytest.raises(PipelineError, match="--set rollout.max_turns=lots"):
+        merged_config(errands_run, handover, ["rollout.max_turns=lots"])
