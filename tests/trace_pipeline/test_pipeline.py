@@ -1256,8 +1256,12 @@ def test_llamacpp_plays_collect_and_evaluate_with_the_adapters(
     out = tmp_path / "run"
     done = _trace("run", str(TINY), "--out", str(out), "--set", "backend=llamacpp",
                   "--set", "train.backend=llamacpp", "--set", "route.reroute_from=none",
-                  "--set", "generation_batch_size=3")  # fmt: skip
+                  "--set", "generation_batch_size=3",
+                  "--set", "target.shard_episodes=4")  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
+    # 6 held-out tasks in jobs of at most 4: every configuration played everywhere,
+    # the TIES merge among them, in two jobs of one process
+    assert "evaluate: running job" in done.stderr
     trained = [
         json.loads(path.read_text())["training"]["config"]["backend"]
         for path in (out / "route" / "adapters").glob("*/trace.json")
@@ -1289,12 +1293,17 @@ def test_llamacpp_plays_collect_and_evaluate_with_the_adapters(
     mix = {"date_time_recovery": 0.25, "permission_error_recovery": 0.75}
     for weights in ({}, mix, {"ties": 1.0}):
         evaluate.use_loras(context, recorder, tmp_path / "job", weights)
+    assert (tmp_path / "job" / "ties").is_dir()  # the merge the bank built, saved
+    # the job's folder moves away when it finishes: the next job saves its own
+    (tmp_path / "job").rename(tmp_path / "finished-job")
+    evaluate.use_loras(context, recorder, tmp_path / "next-job", {"ties": 1.0})
     assert recorder.applied == [
         [],
         [(".gguf", 0.25), (".gguf", 0.75)],
         [(".gguf", 1.0)],
+        [(".gguf", 1.0)],
     ]
-    assert (tmp_path / "job" / "ties").is_dir()  # the merge the bank built, saved
+    assert (tmp_path / "next-job" / "ties").is_dir()
 
 
 @given(

@@ -225,12 +225,19 @@ def use_loras(
     """Make configuration `weights` live on llama.cpp: each adapter's GGUF LoRA
     (converted from its PEFT folder, cached) at its weight as llama.cpp's scale,
     which sums the scaled LoRA updates as the bank's mixes do; the TIES merge is
-    saved as a PEFT adapter first (in the job's `folder`)."""
+    saved as a PEFT adapter first, in the job's `folder` (each job's own: a job's
+    folder is moved into place when it finishes, so a later job of the same
+    process cannot read from it)."""
     from trainer.gguf_lora import lora_file
 
-    folders = context.loaded["adapter folders"]
+    folders = dict(context.loaded["adapter folders"])
     for name in weights.keys() - folders.keys():  # a merge the bank built
-        folders[name] = routed_model(context)[0].export({name: 1.0}, folder / name)
+        saved = folder / name
+        folders[name] = (
+            saved
+            if (saved / "adapter_config.json").is_file()
+            else routed_model(context)[0].export({name: 1.0}, saved)
+        )
     model = Path(context.gguf_path)
     generator.use_adapters(
         [
