@@ -28,7 +28,13 @@ from typing import Any
 
 import yaml
 
-from factory.outputs import LINK_REFUSED, unwritable_as, write_json, write_text
+from factory.outputs import (
+    LINK_REFUSED,
+    regular_file,
+    unwritable_as,
+    write_json,
+    write_text,
+)
 from trace_pipeline.config import (
     PipelineConfig,
     apply_overrides,
@@ -131,20 +137,36 @@ def _sha256(path: Path) -> str:
     return sha.hexdigest()
 
 
+RECORD_BYTES = 1 << 20  # evaluated.json is a few hundred bytes
+
+
 def _same_evaluation(
-    out: Path, evaluated: dict[str, Any], run: Path, target_config: Path
+    out: Path,
+    evaluated: dict[str, Any],
+    config_text: str,
+    run: Path,
+    target_config: Path,
+    locked: bool = False,
 ) -> None:
     """An existing --out goes on only where it is this evaluation, stopped: a
     folder trace eval set up for the same run, target config and target, with the
-    run's adapters unchanged since (their sha256). An empty folder is a new one."""
+    run's adapters and config (and `--set` values) as they were, its copy of the run
+    whole. An empty folder is a new one; `locked`: this process holds its lock."""
     if out.is_dir() and not out.is_symlink() and not any(out.iterdir()):
         return
-    if out.is_symlink() or not out.is_dir() or not RunFolder(out).made_here():
+    folder = RunFolder(out)
+    if out.is_symlink() or not out.is_dir() or not folder.made_here():
         raise PipelineError(
             f"--out {out} exists and is not a stopped `trace eval` of {run} on "
             f"{target_config}; give a new folder for this evaluation"
         )
-    if not (out / "evaluated.json").exists():
+    if not locked and folder.running():
+        raise PipelineError(
+            f"another `trace run` or `trace eval` is using {out}; wait for it or use "
+            "another --out"
+        )
+    record = out / "evaluated.json"
+    if not record.exists() and not record.is_symlink():
         if any((out / name).exists() for name in (*COPIED, "config.yaml")):
             raise PipelineError(
                 f"--out {out} holds a `trace run` folder, or a `trace eval` stopped "
@@ -153,28 +175,40 @@ def _same_evaluation(
             )
         return  # opened by a trace eval stopped before it copied anything
     kept = None
-    with contextlib.suppress(OSError, ValueError, RecursionError):
-        kept = json.loads((out / "evaluated.json").read_text(encoding="utf-8"))
-    if kept == json.loads(json.dumps(evaluated)):  # as it reads back from JSON
-        return
+    if regular_file(record) and record.stat().st_size <= RECORD_BYTES:
+        with contextlib.suppress(OSError, ValueError, RecursionError):
+            kept = json.loads(record.read_text(encoding="utf-8"))
+    readback = json.loads(json.dumps(evaluated))  # as it reads back from JSON
+    if kept == readback:
+        kept_text = _kept_config(out)
+        if (
+            all(folder.manifest(name) is not None for name in NEEDED)
+            and kept_text is not None
+            and kept_text.endswith(config_text)
+            and kept_text.startswith("# ")
+        ):
+            return
+        raise PipelineError(
+            f"--out {out}: its copy of the run ({', '.join(NEEDED)}, config.yaml) was "
+            "changed since it was made; give a new folder for this evaluation"
+        )
     if (
         isinstance(kept, dict)
         and kept.get("run") == evaluated["run"]
         and kept.get("target_config") == evaluated["target_config"]
     ):
-        readback = json.loads(json.dumps(evaluated))
         changed = [
             what
             for key, what in (
                 ("target", "target section"),
                 ("adapters", "run's adapters"),
-                ("config_sha256", "run's config"),
+                ("config_sha256", "run's config or a --set value"),
             )
             if kept.get(key) != readback[key]
         ] or ["record"]
         raise PipelineError(
             f"--out {out} evaluated {run} on {target_config} before the {changed[0]} "
-            "changed; give a new folder for this evaluation"
+            "changed; give a new folder for this evaluation (or the same --set values)"
         )
     raise PipelineError(
         f"--out {out} exists and is not a stopped `trace eval` of {run} on "
@@ -182,18 +216,30 @@ def _same_evaluation(
     )
 
 
+def _kept_config(out: Path) -> str | None:
+    """The config text a trace eval wrote in `out` (a heading comment, the config)."""
+    path = out / "config.yaml"
+    if not regular_file(path) or path.stat().st_size > RECORD_BYTES * 8:
+        return None
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, ValueError):
+        return None
+
+
 def _copy_run(
     source: RunFolder, out: Path, config_text: str, evaluated: dict[str, Any]
 ) -> None:
     """What evaluate reads of the run, copied into --out; `evaluated.json` last, so
     its presence says the copy is whole."""
+    origins = [source.root / name for name in COPIED]
+    for origin in origins:  # all of them before anything is copied
+        if origin.is_symlink():
+            raise PipelineError(f"{origin} {LINK_REFUSED}")
     with unwritable_as(PipelineError, f"--out {out}"):
-        for name in COPIED:
-            origin = source.root / name
-            if origin.is_symlink():
-                raise PipelineError(f"{origin} {LINK_REFUSED}")
+        for origin in origins:
             if origin.is_dir():
-                shutil.copytree(origin, out / name, symlinks=True)
+                shutil.copytree(origin, out / origin.name, symlinks=True)
         write_text(out / "config.yaml", config_text)
         write_json(out / "evaluated.json", evaluated)
 
@@ -220,11 +266,6 @@ def evaluate_on(
             f"were trained on: {'; '.join(problems[:5])}"
             + (f" (and {len(problems) - 5} more)" if len(problems) > 5 else "")
         )
-    if run.resolve() in out.resolve().parents:
-        raise PipelineError(
-            f"--out {out} is inside the run {run}, which is never written; give a "
-            "folder outside it"
-        )
     evaluated = {
         "run": str(run.resolve()),
         "target_config": str(target_config.resolve()),
@@ -238,16 +279,28 @@ def evaluate_on(
         },
     }
     if out.exists() or out.is_symlink():
-        _same_evaluation(out, evaluated, run, target_config)
+        _same_evaluation(out, evaluated, text, run, target_config)
+    try:
+        inside = run.resolve() in out.resolve().parents
+    except (OSError, RuntimeError):  # a loop of links on the way
+        raise PipelineError(
+            f"--out {out} cannot be resolved (a loop of links?); give a plain folder"
+        ) from None
+    if inside:
+        raise PipelineError(
+            f"--out {out} is inside the run {run}, which is never written; give a "
+            "folder outside it"
+        )
     folder = RunFolder(out)
     folder.open(target_config)
     with folder.lock():
         # looked at again under the lock: another trace eval may have set it up
-        _same_evaluation(out, evaluated, run, target_config)
+        _same_evaluation(out, evaluated, text, run, target_config, locked=True)
         guard(folder, config, replay_test)
         resumed = (out / "evaluated.json").exists()
         if not resumed:
-            _copy_run(source, out, f"# {run} on {target_config}\n" + text, evaluated)
+            heading = " ".join(f"# {run} on {target_config}".split())  # one line
+            _copy_run(source, out, f"{heading}\n{text}", evaluated)
         context = Context(config, folder, out / "config.yaml", replay_test)
         stage = STAGES[NAMES.index("evaluate")]
         inputs = stage_inputs(stage, config, folder)

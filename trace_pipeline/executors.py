@@ -103,6 +103,8 @@ def pieces(seeds: list[int], size: int) -> list[list[int]]:
     differing by one at most (40 in 16s: 13, 13, 14, not 16, 16, 8), so that a
     stop loses one job's episodes at most and every job fills a batch alike."""
     count = -(-len(seeds) // size)  # ceiling
+    if count == 0:
+        return []
     cut = [len(seeds) * i // count for i in range(count + 1)]
     return [seeds[a:b] for a, b in itertools.pairwise(cut)]
 

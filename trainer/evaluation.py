@@ -96,10 +96,13 @@ def paired_power(seeds: int, gain: float, loss: float, alpha: float = 0.05) -> f
     gain (only the second policy succeeds) with probability `gain` and a loss with
     probability `loss`: the discordance a paired dev split measured.
 
-    Exact: sums over the number of discordant seeds and the split of them.
+    Exact: sums over the number of discordant seeds and the split of them; only
+    a significant result in the gain's direction counts.
     """
     from scipy.stats import binom
 
+    if not (0 <= gain and 0 <= loss and gain + loss <= 1):
+        raise ValueError("gain and loss are probabilities whose sum is at most 1")
     discordant = gain + loss
     if discordant == 0:
         return 0.0
@@ -111,7 +114,7 @@ def paired_power(seeds: int, gain: float, loss: float, alpha: float = 0.05) -> f
         p_value = np.minimum(
             1.0, 2 * np.minimum(binom.cdf(split, d, 0.5), binom.sf(split - 1, d, 0.5))
         )
-        rejected = split[p_value <= alpha]
+        rejected = split[(p_value <= alpha) & (2 * split > d)]  # more gains
         power += binom.pmf(d, seeds, discordant) * binom.pmf(rejected, d, share).sum()
     return float(power)
 

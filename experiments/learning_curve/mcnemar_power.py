@@ -14,8 +14,10 @@ curve's summary, `before` is its cold-start point.
 (seeds only the trained condition solved, seeds only the reference solved, of N)
 instead of independent outcomes, which give the most discordant pairs and so
 understate the power of an adapter that mostly adds wins. The rates are
-(count + 0.5) / (N + 1) (Jeffreys' posterior mean), so a loss never seen on dev
-still counts for something.
+(count + 0.5) / (N + 1.5), the posterior mean under Jeffreys' prior over the
+three outcomes of a seed (gain, loss, same), so a loss never seen on dev still
+counts for something. Counts of the condition that won on dev are optimistic
+for it (it was chosen for them): read the power as an upper figure.
 
 With `--family M` (the paired tests of a report, Holm-adjusted), the power is
 that of a test that must reach p <= 0.05 / M: what the family's strongest
@@ -84,7 +86,7 @@ def main() -> None:
         gains, losses, n = args.paired
         if min(gains, losses) < 0 or gains + losses > n:
             parser.error("--paired GAINS LOSSES N: counts >= 0 whose sum is at most N")
-        gain, loss = (gains + 0.5) / (n + 1), (losses + 0.5) / (n + 1)
+        gain, loss = (gains + 0.5) / (n + 1.5), (losses + 0.5) / (n + 1.5)
         heading = f"gain {gain:.3f}, loss {loss:.3f} a seed (dev: {gains} and {losses} of {n})"
         columns = {
             f"dev {gains}+/{losses}-": partial(

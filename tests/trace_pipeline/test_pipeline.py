@@ -1338,3 +1338,4 @@ def test_evaluate_packs_small_configurations_and_splits_large_ones_evenly() -> N
     jobs = evaluate.shards([adapter], 16)
     assert [[len(p["seeds"]) for p in job] for job in jobs] == [[13], [13], [14]]
     assert [len(job) for job in evaluate.shards(mixes, 16)] == [16, 4]
+    assert evaluate.shards([], 16) == [] and evaluate.pieces([], 16) == []

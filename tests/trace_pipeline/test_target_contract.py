@@ -412,6 +412,25 @@ def test_trace_eval_judges_a_finished_run_on_another_target(
         json.loads((out / "evaluate" / "report.json").read_text())["per_task"]
         == report["per_task"]
     )
+    from trace_pipeline.store import RunFolder
+
+    again = ["eval", str(errands_run), "--target", str(phone), "--out", str(out)]
+    with RunFolder(out).lock():  # another evaluation holds it
+        assert main(again) == 2
+    assert "is using" in capsys.readouterr().err
+    manifest = out / "route" / "manifest.json"
+    kept_manifest = manifest.read_text()
+    manifest.write_text(kept_manifest.replace('"route"', '"edited"', 1))
+    assert main(again) == 2
+    assert "was changed since it was made" in capsys.readouterr().err
+    manifest.write_text(kept_manifest)
+    record = json.loads((out / "evaluated.json").read_text())
+    record["adapters"]["date_time_recovery"] = "0" * 64  # as if the run retrained it
+    (out / "evaluated.json").write_text(json.dumps(record))
+    assert main(again) == 2
+    assert "before the run's adapters changed" in capsys.readouterr().err
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
     shopping = tmp_path / "shopping.py"
     page = (ROOT / "docs" / "targets.md").read_text()
     shopping.write_text(page.split("```python\n", 1)[1].split("```", 1)[0])
@@ -421,6 +440,8 @@ def test_trace_eval_judges_a_finished_run_on_another_target(
         ([str(tmp_path), "--target", str(phone)], "is not a folder `trace run` made"),
         ([str(errands_run), "--target", str(TINY_ERRANDS), "--out", str(out)], "is not a stopped `trace eval`"),
         ([str(errands_run), "--target", str(phone), "--out", str(errands_run.parent)], "is not a stopped `trace eval`"),
+        ([str(errands_run), "--target", str(phone), "--out", str(errands_run)], "holds a `trace run` folder"),
+        ([str(errands_run), "--target", str(phone), "--out", str(loop / "x")], "cannot be resolved"),
         ([str(errands_run), "--target", str(phone), "--out", str(errands_run)], "holds a `trace run` folder"),
         ([str(errands_run), "--target", str(phone), "--out", str(errands_run / "x")], "is inside the run"),
         ([str(errands_run), "--target", str(ROOT / "examples" / "pipelines" / "missing.yaml")], "no such file"),
@@ -447,3 +468,35 @@ def test_the_handover_eval_config_shows_the_phone_kits_interface(
     assert changed.rollout.max_turns == 3 and "max_turns: 3" in text
     with pytest.raises(PipelineError, match="--set rollout.max_turns=lots"):
         merged_config(errands_run, handover, ["rollout.max_turns=lots"])
+
+
+def test_the_handover_date_check_reads_whole_dates() -> None:
+    """A date text names the day, in any of its usual forms, and never a day that
+    only contains it ("March 14" is not March 4)."""
+    import datetime
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "handover", ROOT / "examples" / "targets" / "handover" / "handover.py"
+    )
+    assert spec is not None and spec.loader is not None
+    handover = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(handover)
+    fourth = datetime.datetime(2027, 3, 4, tzinfo=datetime.timezone.utc)
+    for text in (
+        "it is on March 4",
+        "4 March",
+        "the 4th of March",
+        "March 04.",
+        "2027-03-04",
+    ):
+        assert handover._says_date(text, fourth), text
+    for text in (
+        "March 14",
+        "14 March",
+        "march 24th",
+        "March 40",
+        "2027-03-14",
+        "April 4",
+    ):
+        assert not handover._says_date(text, fourth), text

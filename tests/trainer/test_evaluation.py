@@ -93,6 +93,9 @@ def test_paired_power_matches_simulated_correlated_pairs() -> None:
     before, after = 0.2 * (1 - gain - loss) + loss, 0.2 * (1 - gain - loss) + gain
     assert mcnemar_power(seeds, before, after) < paired_power(seeds, gain, loss)
     assert paired_power(seeds, 0.0, 0.0) == 0.0
+    assert paired_power(seeds, 0.0, 0.3) == 0.0  # only losses: no power to see a gain
+    with pytest.raises(ValueError, match="probabilities"):
+        paired_power(seeds, 0.8, 0.4)
 
 
 def test_the_evaluation_plot_draws_every_point_with_its_interval(

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import datetime
 import random
+import re
 import string
 from typing import Any
 
@@ -130,18 +131,17 @@ def _date_text(
 
 
 def _says_date(text: str, day: datetime.datetime) -> bool:
-    """Whether a message names that day: "March 14", "14 March" or "2027-03-14"."""
+    """Whether a message names that day, as "March 14", "14 March", "March 14th",
+    "14th of March" or "2027-03-14" (whole numbers: "March 4" is not "March 14")."""
     month = MONTHS[day.month - 1].lower()
-    text = " ".join(text.lower().replace(",", " ").split())
-    return any(
-        form in text
-        for form in (
-            f"{month} {day.day}",
-            f"{day.day} {month}",
-            f"{month} {day.day:02d}",
-            day.date().isoformat(),
-        )
+    number = rf"0?{day.day}(?:st|nd|rd|th)?"
+    forms = (
+        rf"\b{month} {number}\b",
+        rf"\b{number} (?:of )?{month}\b",
+        rf"\b{day.date().isoformat()}\b",
     )
+    text = " ".join(text.lower().replace(",", " ").split())
+    return any(re.search(form, text) for form in forms)
 
 
 def _block(
