@@ -7,7 +7,8 @@ folder whose config is the run's own with CONFIG's `target` section in place of
 its target; the `evaluate` stage then plays every condition (base, each single,
 merges, the mixture, each routing mode, re-routing, the oracle where the target
 knows needs) on the new target's split that the run's `protocol.split` names
-(test once frozen, dev while choosing), greedily, in one batched stream, and writes the same report (`DIR/evaluate/report.md`: success with intervals,
+(test once frozen, dev while choosing), greedily, in one batched stream, and
+writes the same report (`DIR/evaluate/report.md`: success with intervals,
 success by true need, routing accuracy, paired exact McNemar with Holm). The
 adapters were trained on an interface: a target showing a tool that the run's
 kit lacks, or with other parameters, is refused naming the difference. A
@@ -154,12 +155,13 @@ def _same_evaluation(
     whole. An empty folder is a new one; `locked`: this process holds its lock."""
     if out.is_dir() and not out.is_symlink() and not any(out.iterdir()):
         return
+    foreign = (
+        f"--out {out} exists and is not a stopped `trace eval` of {run} on "
+        f"{target_config}; give a new folder for this evaluation"
+    )
     folder = RunFolder(out)
     if out.is_symlink() or not out.is_dir() or not folder.made_here():
-        raise PipelineError(
-            f"--out {out} exists and is not a stopped `trace eval` of {run} on "
-            f"{target_config}; give a new folder for this evaluation"
-        )
+        raise PipelineError(foreign)
     if not locked and folder.running():
         raise PipelineError(
             f"another `trace run` or `trace eval` is using {out}; wait for it or use "
@@ -210,10 +212,7 @@ def _same_evaluation(
             f"--out {out} evaluated {run} on {target_config} before the {changed[0]} "
             "changed; give a new folder for this evaluation (or the same --set values)"
         )
-    raise PipelineError(
-        f"--out {out} exists and is not a stopped `trace eval` of {run} on "
-        f"{target_config}; give a new folder for this evaluation"
-    )
+    raise PipelineError(foreign)
 
 
 def _kept_config(out: Path) -> str | None:

@@ -10,6 +10,7 @@ import random
 import re
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,6 +32,18 @@ def abstract(text: str) -> str:
 def grams(text: str) -> set[tuple[str, ...]]:
     words = text.split()
     return {tuple(words[i : i + 3]) for i in range(len(words) - 2)}
+
+
+def _tasks(target: str, settings: dict[str, int]) -> list[Any]:
+    """The example target's first TASKS // 3 tasks of each split at `settings`."""
+    made = load_target(
+        f"{ROOT}/examples/targets/{target}/{target}.py:make_target", settings
+    )
+    return [
+        made.task(split, index)
+        for split in ("analysis", "dev", "test")
+        for index in range(TASKS // 3)
+    ]
 
 
 @cache
@@ -62,18 +75,12 @@ def test_an_example_target_shares_no_template_or_gold_script_with_any_archetype(
     target: str, variants: tuple[dict[str, int], ...]
 ) -> None:
     templates, scripts = archetype_phone_tasks()
-    mine, my_scripts = set(), set()
-    for settings in variants:
-        made = load_target(
-            f"{ROOT}/examples/targets/{target}/{target}.py:make_target", settings
-        )
-        for split in ("analysis", "dev", "test"):
-            for index in range(TASKS // 3):
-                task = made.task(split, index)
-                mine.add(abstract(task.instruction))
-                my_scripts.add(
-                    tuple(a["name"] for a in task.expected_actions or () if "name" in a)
-                )
+    tasks = [task for settings in variants for task in _tasks(target, settings)]
+    mine = {abstract(task.instruction) for task in tasks}
+    my_scripts = {
+        tuple(a["name"] for a in task.expected_actions or () if "name" in a)
+        for task in tasks
+    }
     assert not mine & templates, sorted(mine & templates)[:5]
     assert not my_scripts & scripts, sorted(my_scripts & scripts)[:5]
     archetype_grams = set().union(*map(grams, templates))
@@ -95,22 +102,13 @@ def test_an_example_target_shares_no_template_or_gold_script_with_any_archetype(
     assert coverage < 0.25 < phone_coverage
 
 
-def _templates(target: str, settings: dict[str, int]) -> set[str]:
-    made = load_target(
-        f"{ROOT}/examples/targets/{target}/{target}.py:make_target", settings
-    )
-    return {
-        abstract(made.task(split, index).instruction)
-        for split in ("analysis", "dev", "test")
-        for index in range(TASKS // 3)
-    }
-
-
 def test_handover_is_worded_apart_from_errands() -> None:
     """`trace eval` of an errands run on handover asks about other wordings: no
     request template in common, and few word 3-grams."""
-    errands = _templates("errands", {"share_numbered": 100})
-    handover = _templates("handover", {})
+    errands = {
+        abstract(t.instruction) for t in _tasks("errands", {"share_numbered": 100})
+    }
+    handover = {abstract(t.instruction) for t in _tasks("handover", {})}
     assert not errands & handover, sorted(errands & handover)[:5]
     errands_grams = set().union(*map(grams, errands))
     handover_grams = set().union(*map(grams, handover))

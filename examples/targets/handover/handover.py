@@ -68,6 +68,8 @@ CITIES = (
     (43.6532, -79.3832),
     (-33.8688, 151.2093),
 )
+# by hand, not calendar.month_name, which follows the machine's locale: a task
+# must read the same everywhere
 MONTHS = (
     "January", "February", "March", "April", "May", "June", "July", "August",
     "September", "October", "November", "December",
