@@ -270,6 +270,7 @@ def add_rerouting(
         row["reroutes"] = list(chain)
     final = [chain[-1] for chain in chains]
     report["rerouting"] = {
+        "condition": name,
         "mode": mode,
         "first": "base" if from_base else mode,
         "tasks_rerouted": sum(len(chain) > 1 for chain in chains),
@@ -379,14 +380,15 @@ def markdown(report: dict[str, Any]) -> str:
         "",
         "## Paired comparisons (same tasks, exact McNemar)",
         "",
-        "| comparison | won only by the first | only by the second | p | p (Holm) |",
-        "|---|---|---|---|---|",
+        "| comparison | won only by the first | only by the second | p | p (Holm) "
+        "| family |",
+        "|---|---|---|---|---|---|",
     ]
     for name, row in report["paired"].items():
         holm_p = f"{row['p_holm']:.4g}" if "p_holm" in row else "-"
         lines.append(
             f"| {cell(name)} | {row['only_first']} | {row['only_second']} "
-            f"| {row['p_value']:.4g} | {holm_p} |"
+            f"| {row['p_value']:.4g} | {holm_p} | {row.get('family', 'all')} |"
         )
     lines += [
         "",

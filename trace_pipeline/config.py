@@ -13,7 +13,7 @@ import hashlib
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal, get_args, get_origin
+from typing import Annotated, Any, Literal, get_args, get_origin
 
 import yaml
 from pydantic import (
@@ -417,6 +417,22 @@ class Protocol(Section):
         description="a JSON-lines file shared by runs that records every play of a "
         "target's test split (none: this run folder's protocol.json alone)",
     )
+    primary: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = Field(
+        None,
+        max_length=16,
+        description="the paired comparisons pre-registered on dev, named as the dev "
+        "report names them ('A vs B'): Holm adjusts over these alone and over the "
+        "others apart; needs best_single (none: one family of every comparison)",
+    )
+
+    @model_validator(mode="after")
+    def _pre_registered(self) -> Protocol:
+        if self.primary and self.best_single is None:
+            raise ValueError(
+                "protocol.primary needs protocol.best_single: comparisons chosen "
+                "in advance cannot name a best single chosen on the split they test"
+            )
+        return self
 
 
 class PipelineConfig(Section):

@@ -39,11 +39,13 @@ def first_seed(config: PipelineConfig) -> int:
 
 def frozen_digest(config: PipelineConfig) -> str:
     """The digest of everything in the config that shapes an evaluation's outcome or
-    what its report compares (the best single adapter, chosen on dev)."""
+    what its report compares (the best single adapter and the pre-registered
+    comparisons, chosen on dev)."""
     data = config.as_json()
     frozen = {key: value for key, value in data.items() if key not in UNFROZEN}
-    if config.protocol.best_single is not None:  # absent: earlier digests still hold
-        frozen["best_single"] = config.protocol.best_single
+    for key in ("best_single", "primary"):  # absent: earlier digests still hold
+        if getattr(config.protocol, key):
+            frozen[key] = getattr(config.protocol, key)
     return digest(frozen)
 
 

@@ -71,12 +71,25 @@ def holm(p_values: Sequence[float]) -> list[float]:
     return adjusted
 
 
-def with_holm(paired: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def with_holm(
+    paired: dict[str, dict[str, Any]], primary: Sequence[str] = ()
+) -> dict[str, dict[str, Any]]:
     """The paired tests of one report, each with `p_holm` beside its raw `p_value`
-    (the report's tests are one family)."""
-    names = list(paired)
-    adjusted = holm([paired[n]["p_value"] for n in names])
-    return {n: {**paired[n], "p_holm": p} for n, p in zip(names, adjusted, strict=True)}
+    and the `family` it was adjusted in: the `primary` tests (pre-registered on
+    another split) form one family and the rest another, so the claims chosen in
+    advance do not pay for every exploratory comparison; with none, one family."""
+    unknown = [name for name in primary if name not in paired]
+    if unknown:
+        raise ValueError(f"no paired test is named {', '.join(map(repr, unknown))}")
+    out: dict[str, dict[str, Any]] = {}
+    for family, names in (
+        ("primary", [n for n in paired if n in primary]),
+        ("secondary" if primary else "all", [n for n in paired if n not in primary]),
+    ):
+        adjusted = holm([paired[n]["p_value"] for n in names])
+        for name, p in zip(names, adjusted, strict=True):
+            out[name] = {**paired[name], "p_holm": p, "family": family}
+    return {name: out[name] for name in paired}  # in the report's order
 
 
 def mcnemar_power(

@@ -1339,3 +1339,38 @@ def test_evaluate_packs_small_configurations_and_splits_large_ones_evenly() -> N
     assert [[len(p["seeds"]) for p in job] for job in jobs] == [[13], [13], [14]]
     assert [len(job) for job in evaluate.shards(mixes, 16)] == [16, 4]
     assert evaluate.shards([], 16) == [] and evaluate.pieces([], 16) == []
+
+
+def test_pre_registered_comparisons_are_their_own_holm_family(
+    finished: Path, tmp_path: Path
+) -> None:
+    """`protocol.primary` names comparisons chosen on dev: a name the run has not is
+    refused before an episode is played, naming the ones it has; the right names
+    are Holm-adjusted apart from the rest, in report.json and report.md."""
+    chosen = "single: date_time_recovery vs SFT only: date_time_recovery"
+    wrong = 'protocol:\n  best_single: date_time_recovery\n  primary: ["a vs b"]\n'
+    _, _, refused = _rerun_changed(
+        finished, tmp_path / "wrong", "task_tokens: 128\n", f"task_tokens: 128\n{wrong}"
+    )
+    assert refused.returncode == 2, refused.stderr[-2000:]
+    assert "protocol.primary: no paired test is named 'a vs b'" in refused.stderr
+    assert chosen in refused.stderr and "running job" not in refused.stderr
+    assert "Traceback" not in refused.stderr
+    right = wrong.replace("a vs b", chosen)
+    out, _, again = _rerun_changed(
+        finished, tmp_path / "right", "task_tokens: 128\n", f"task_tokens: 128\n{right}"
+    )
+    assert again.returncode == 0, again.stderr[-2000:]
+    paired = json.loads((out / "evaluate" / "report.json").read_text())["paired"]
+    assert paired[chosen]["family"] == "primary"
+    assert paired[chosen]["p_holm"] == paired[chosen]["p_value"]  # a family of one
+    assert {r["family"] for n, r in paired.items() if n != chosen} == {"secondary"}
+    assert f"| {chosen} |" in (out / "report" / "report.md").read_text()
+    no_best = right.replace("  best_single: date_time_recovery\n", "")
+    _, _, unchosen = _rerun_changed(
+        finished,
+        tmp_path / "no_best",
+        "task_tokens: 128\n",
+        f"task_tokens: 128\n{no_best}",
+    )
+    assert unchosen.returncode == 2 and "needs protocol.best_single" in unchosen.stderr

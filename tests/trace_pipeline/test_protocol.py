@@ -59,6 +59,9 @@ def test_a_test_split_is_played_once_per_frozen_config(tmp_path: Path) -> None:
     assert frozen_digest(chosen) != frozen_digest(frozen)
     with pytest.raises(PipelineError, match="would be a replay"):
         guard(first, chosen, False)
+    # so are the comparisons pre-registered on dev
+    primary = {"ledger": str(ledger), "best_single": "a", "primary": ["a vs b"]}
+    assert frozen_digest(_config(ledger, protocol=primary)) != frozen_digest(chosen)
 
 
 def test_a_ledger_that_is_a_link_or_holds_garbage(tmp_path: Path) -> None:

@@ -142,4 +142,26 @@ def test_holm_adjusts_a_family_of_p_values_in_their_order() -> None:
     assert holm([0.5, 0.9]) == [1.0, 1.0] and holm([]) == []
     paired = with_holm({"a vs b": {"p_value": 0.02}, "c vs d": {"p_value": 0.3}})
     assert paired["a vs b"]["p_holm"] == pytest.approx(0.04)
-    assert paired["c vs d"] == {"p_value": 0.3, "p_holm": 0.3}
+    assert paired["c vs d"] == {"p_value": 0.3, "p_holm": 0.3, "family": "all"}
+
+
+def test_holm_adjusts_pre_registered_tests_apart_from_the_rest() -> None:
+    """Primary tests are one family and the others another: 0.02 stays 0.02 alone
+    in its family where it would be 0.06 among three; the secondary pair is
+    adjusted over two. A primary name the report lacks is refused."""
+    from trainer.evaluation import with_holm
+
+    paired = {
+        "a vs b": {"p_value": 0.01},
+        "c vs d": {"p_value": 0.02},
+        "e vs f": {"p_value": 0.04},
+    }
+    adjusted = with_holm(paired, ["c vs d"])
+    assert list(adjusted) == ["a vs b", "c vs d", "e vs f"]
+    assert adjusted["c vs d"] == {"p_value": 0.02, "p_holm": 0.02, "family": "primary"}
+    assert adjusted["a vs b"]["p_holm"] == pytest.approx(0.02)
+    assert adjusted["e vs f"]["p_holm"] == pytest.approx(0.04)
+    assert {r["family"] for n, r in adjusted.items() if n != "c vs d"} == {"secondary"}
+    assert with_holm(paired)["c vs d"]["p_holm"] == pytest.approx(0.04)
+    with pytest.raises(ValueError, match="'x vs y'"):
+        with_holm(paired, ["x vs y"])

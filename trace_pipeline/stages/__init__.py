@@ -92,6 +92,7 @@ STAGES = (
             "route",
             "protocol.split",
             "protocol.best_single",
+            "protocol.primary",
             "baselines.sft_only",
             "baselines.prompted",
         ),  # fmt: skip

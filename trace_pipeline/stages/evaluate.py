@@ -326,6 +326,65 @@ def controls(baselines: dict[str, str]) -> list[tuple[str, str]]:
     return pairs
 
 
+def compared(
+    plan: Any,
+    outcomes: dict[str, dict[int, tuple[bool, float]]],
+    labels: dict[str, str],
+    context: Context,
+    baselines: dict[str, str],
+    chosen: list[Any],
+    prompted: list[tuple[bool, float]] | None,
+    rerouted: tuple[list[tuple[bool, float]], list[list[str]]] | None,
+) -> dict[str, Any]:
+    """The report of the plan's outcomes ({configuration key: {task index:
+    (success, reward)}}), with the prompted base's and re-routing's where they were
+    played, and every paired test, Holm-adjusted in the families `protocol.primary`
+    sets. Run on all-failure outcomes before anything is played, it checks that the
+    pre-registered comparisons exist."""
+    from router.evaluate import add_condition, add_rerouting, assemble
+    from trainer.evaluation import with_holm
+
+    report = assemble(plan, outcomes, labels, context.config.protocol.best_single)
+    if prompted is not None:
+        add_condition(report, PROMPTED, prompted, ("base model", report["best_single"]))
+    if rerouted is not None:
+        add_rerouting(
+            report,
+            chosen,
+            *rerouted,
+            REROUTE_MODE,
+            context.config.route.reroute_from == "base",
+        )
+    sft = dict(controls(baselines))
+    untargeted = [b for b in baselines if b.startswith(UNTARGETED)]
+    for mode in report["routing"]:
+        routed = f"routed: {mode}"
+        others = [b for b in baselines if b not in sft and b not in untargeted]
+        for other in ("base model", "uniform merge", *others):
+            report["paired"][f"{routed} vs {other}"] = paired(report, routed, other)
+    for control in untargeted:  # targeting, or more training on this kit?
+        for other in (report["best_single"], "base model"):
+            report["paired"][f"{other} vs {control}"] = paired(report, other, control)
+    for condition, trained in sft.items():  # did GRPO add to its cold start?
+        report["paired"][f"{trained} vs {condition}"] = paired(
+            report, trained, condition
+        )
+    for better in (report["best_single"], "oracle"):  # did the adapters help at all?
+        report["paired"][f"{better} vs base model"] = paired(
+            report, better, "base model"
+        )
+    primary = context.config.protocol.primary or []
+    try:
+        report["paired"] = with_holm(report["paired"], primary)
+    except ValueError as exc:
+        raise PipelineError(
+            f"protocol.primary: {exc}; this run's comparisons are "
+            + "; ".join(report["paired"])
+            + ". Name them as the dev report does"
+        ) from None
+    return report
+
+
 def kept_episodes(root: Path, report: dict[str, Any], key: str) -> dict[int, Any]:
     """Configuration `key`'s held-out transcripts by seed, from the job folders a
     finished evaluate report names under `root`/.jobs (one folder, in reports
@@ -366,18 +425,10 @@ def trajectory_records(
 
 def run(context: Context, out: Path) -> dict[str, Any]:
     """Every configuration on the held-out split, greedily, and the paired tests."""
-    from router.evaluate import (
-        add_condition,
-        add_rerouting,
-        assemble,
-        markdown,
-        plan_evaluation,
-        prompt_labels,
-    )
+    from router.evaluate import markdown, plan_evaluation, prompt_labels
     from router.plots import plot_confusion, plot_success
     from router.prompt import BASE
     from router.prompted import guidance
-    from trainer.evaluation import with_holm
     from trainer.models import mixed_precision
 
     if not context.config.target.playable:
@@ -461,8 +512,33 @@ def run(context: Context, out: Path) -> dict[str, Any]:
         + f" in {len(jobs)} jobs"
         + (" (the last re-routing)" if reroute_from != "none" else "")
     )
+    labels = prompt_labels(router)
+    best = context.config.protocol.best_single
+    if best is not None and best not in names:
+        raise PipelineError(
+            f"protocol.best_single: {best} is not an adapter of this run (it has "
+            f"{', '.join(names)}); name one of them, or none"
+        )
+    if context.config.protocol.primary:  # named right, before a test seed is played
+        failed = [(False, 0.0)] * len(chosen)
+        compared(
+            plan,
+            {
+                key: dict.fromkeys(at, (False, 0.0))
+                for key, (_, at) in plan.configurations.items()
+            },
+            labels,
+            context,
+            baselines,
+            chosen,
+            prompted=failed if context.config.baselines.prompted else None,
+            rerouted=(failed, [[BASE]] * len(chosen))
+            if reroute_from != "none"
+            else None,
+        )
     played = run_jobs(context, jobs)
     rerouted = played.pop() if reroute_from != "none" else None
+    rerouted_rows = {r["seed"]: r for r in _played(rerouted)} if rerouted else {}
     episodes: dict[str, dict[int, dict[str, Any]]] = {}  # transcripts by key, seed
     folders: dict[str, list[str]] = {}  # each configuration's job folders
     for done in played:
@@ -476,63 +552,46 @@ def run(context: Context, out: Path) -> dict[str, Any]:
         key: {index_of[s]: (r["success"], r["reward"]) for s, r in rows.items()}
         for key, rows in episodes.items()
     }
-    best = context.config.protocol.best_single
-    if best is not None and best not in names:
-        raise PipelineError(
-            f"protocol.best_single: {best} is not an adapter of this run (it has "
-            f"{', '.join(names)}); name one of them, or none"
+    report = compared(
+        plan,
+        outcomes,
+        labels,
+        context,
+        baselines,
+        chosen,
+        prompted=(
+            [
+                (episodes[PROMPTED][s]["success"], episodes[PROMPTED][s]["reward"])
+                for s in seeds
+            ]
+            if PROMPTED in episodes
+            else None
+        ),
+        rerouted=(
+            [(rerouted_rows[s]["success"], rerouted_rows[s]["reward"]) for s in seeds],
+            [rerouted_rows[s]["routes"] for s in seeds],
         )
-    report = assemble(plan, outcomes, prompt_labels(router), best)
+        if rerouted is not None
+        else None,
+    )
     report["best_single_chosen_on"] = "dev" if best else protocol["split"]
     per_condition = {
         name: [episodes[key][seeds[i]] for i, key in enumerate(used)]
         for name, used in plan.conditions.items()
     }
-    if PROMPTED in episodes:
-        per_condition[PROMPTED] = [episodes[PROMPTED][s] for s in seeds]
-        add_condition(
-            report,
-            PROMPTED,
-            [(r["success"], r["reward"]) for r in per_condition[PROMPTED]],
-            ("base model", report["best_single"]),
-        )
     report["transcripts"] = folders
     report["backend"] = {"every condition": context.config.backend}
+    if PROMPTED in episodes:
+        per_condition[PROMPTED] = [episodes[PROMPTED][s] for s in seeds]
     if rerouted is not None:
-        rows = {r["seed"]: r for r in _played(rerouted)}
-        rerouted_name = add_rerouting(
-            report,
-            chosen,
-            [(rows[s]["success"], rows[s]["reward"]) for s in seeds],
-            [rows[s]["routes"] for s in seeds],
-            REROUTE_MODE,
-            reroute_from == "base",
-        )
-        per_condition[rerouted_name] = [rows[s] for s in seeds]
+        per_condition[report["rerouting"]["condition"]] = [
+            rerouted_rows[s] for s in seeds
+        ]
         report["transcripts"]["re-routed on errors"] = [rerouted.folder.name]
         report["backend"] = {  # what decoded the episodes
             "re-routed on errors": "transformers",
             "every other condition": context.config.backend,
         }
-    sft = dict(controls(baselines))
-    untargeted = [b for b in baselines if b.startswith(UNTARGETED)]
-    for mode in report["routing"]:
-        routed = f"routed: {mode}"
-        others = [b for b in baselines if b not in sft and b not in untargeted]
-        for other in ("base model", "uniform merge", *others):
-            report["paired"][f"{routed} vs {other}"] = paired(report, routed, other)
-    for control in untargeted:  # targeting, or more training on this kit?
-        for other in (report["best_single"], "base model"):
-            report["paired"][f"{other} vs {control}"] = paired(report, other, control)
-    for condition, trained in sft.items():  # did GRPO add to its cold start?
-        report["paired"][f"{trained} vs {condition}"] = paired(
-            report, trained, condition
-        )
-    for better in (report["best_single"], "oracle"):  # did the adapters help at all?
-        report["paired"][f"{better} vs base model"] = paired(
-            report, better, "base model"
-        )
-    report["paired"] = with_holm(report["paired"])
     report["trajectories"] = trajectory_records(context, per_condition, out)
     write_json(out / "report.json", report)
     (out / "report.md").write_text(markdown(report), encoding="utf-8")

@@ -233,8 +233,10 @@ def sections(context: Context) -> list[Section]:
             Section(
                 "Paired comparisons (exact McNemar, same tasks)",
                 [
-                    "p (Holm): adjusted over the report's family of tests "
-                    "(Holm-Bonferroni); a difference holds at 0.05 where it is <= 0.05."
+                    "p (Holm): adjusted over the test's family (Holm-Bonferroni): "
+                    "the comparisons pre-registered on dev (`protocol.primary`) are "
+                    "one family and the others another; without them, every test "
+                    "is one. A difference holds at 0.05 where it is <= 0.05."
                 ],
                 [
                     "comparison",
@@ -242,6 +244,7 @@ def sections(context: Context) -> list[Section]:
                     "only by the second",
                     "p",
                     "p (Holm)",
+                    "family",
                 ],
                 [
                     [
@@ -250,6 +253,7 @@ def sections(context: Context) -> list[Section]:
                         str(r["only_second"]),
                         f"{r['p_value']:.4g}",
                         f"{r['p_holm']:.4g}" if "p_holm" in r else "-",
+                        r.get("family", "all"),
                     ]
                     for name, r in report["paired"].items()
                 ],
