@@ -96,6 +96,9 @@ def main() -> None:
     parser.add_argument("--config", type=Path, default=HERE / "bfcl_cpu.yaml")
     parser.add_argument("--split", choices=("analysis", "dev", "test"), default="test")
     parser.add_argument("--episodes", type=int, default=20)
+    parser.add_argument(
+        "--first", type=int, default=0, help="the split's first task index to play"
+    )
     parser.add_argument("--out", type=Path, required=True, help="results JSON")
     parser.add_argument("--records", type=Path, help="trajectory records (JSON lines)")
     args = parser.parse_args()
@@ -109,7 +112,7 @@ def main() -> None:
     from trainer.evaluation import rate
 
     config = load_config(args.config, [f"model={args.model}"])
-    seeds = [seed_of(args.split, i) for i in range(args.episodes)]
+    seeds = [seed_of(args.split, args.first + i) for i in range(args.episodes)]
     with tempfile.TemporaryDirectory() as folder:
         context = Context(config, RunFolder(Path(folder)), args.config)
         began = time.perf_counter()
@@ -139,6 +142,7 @@ def main() -> None:
         "model": args.model,
         "config": str(args.config),
         "split": args.split,
+        "first": args.first,
         "backend": config.backend,
         "sequences": config.generation_batch_size,
         "load_seconds": round(loaded - began, 1),
