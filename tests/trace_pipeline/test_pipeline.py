@@ -1349,13 +1349,16 @@ def test_pre_registered_comparisons_are_their_own_holm_family(
     are Holm-adjusted apart from the rest, in report.json and report.md."""
     chosen = "single: date_time_recovery vs SFT only: date_time_recovery"
     wrong = 'protocol:\n  best_single: date_time_recovery\n  primary: ["a vs b"]\n'
-    _, _, refused = _rerun_changed(
+    folder, _, refused = _rerun_changed(
         finished, tmp_path / "wrong", "task_tokens: 128\n", f"task_tokens: 128\n{wrong}"
     )
     assert refused.returncode == 2, refused.stderr[-2000:]
     assert "protocol.primary: no paired test is named 'a vs b'" in refused.stderr
     assert chosen in refused.stderr and "running job" not in refused.stderr
     assert "Traceback" not in refused.stderr
+    # refused before the test split was played: no play of it recorded
+    plays = json.loads((folder / "protocol.json").read_text())["plays"]
+    assert plays == json.loads((finished / "protocol.json").read_text())["plays"]
     right = wrong.replace("a vs b", chosen)
     out, _, again = _rerun_changed(
         finished, tmp_path / "right", "task_tokens: 128\n", f"task_tokens: 128\n{right}"

@@ -326,6 +326,22 @@ def controls(baselines: dict[str, str]) -> list[tuple[str, str]]:
     return pairs
 
 
+def played_split(context: Context) -> dict[str, Any]:
+    """The split about to be played; a test split's play is recorded first
+    (`protocol.json`, the ledger), so a check that refuses the run before any
+    episode leaves no play behind."""
+    protocol: dict[str, Any] = {"split": context.config.protocol.split}
+    if context.config.protocol.split == "test":
+        kept = record(context.folder, context.config, context.replay_test)
+        protocol |= {
+            "config_digest": kept["config_digest"],
+            "plays": len(kept["plays"]),
+            "configs": [c[:12] for c in kept["configs"]],
+            "replay": kept["replay"],
+        }
+    return protocol
+
+
 def compared(
     plan: Any,
     outcomes: dict[str, dict[int, tuple[bool, float]]],
@@ -438,16 +454,8 @@ def run(context: Context, out: Path) -> dict[str, Any]:
         context.say(f"evaluate: {note}")
         write_json(out / "report.json", {"success": {}, "per_task": [], "note": note})
         return {"success": {}, "best_single": None, "note": note}
-    protocol = {"split": context.config.protocol.split}
-    if context.config.protocol.split == "test":  # written before the split is played
-        kept = record(context.folder, context.config, context.replay_test)
-        protocol |= {
-            "config_digest": kept["config_digest"],
-            "plays": len(kept["plays"]),
-            "configs": [c[:12] for c in kept["configs"]],
-            "replay": kept["replay"],
-        }
     if not (context.folder.stage("route") / "adapters").is_dir():
+        protocol = played_split(context)
         return base_only(context, out) | {"protocol": protocol}
     bank, _, router, baselines = routed_model(context)
     names = bank.capabilities.names
@@ -536,6 +544,7 @@ def run(context: Context, out: Path) -> dict[str, Any]:
             if reroute_from != "none"
             else None,
         )
+    protocol = played_split(context)  # after the checks, before any episode
     played = run_jobs(context, jobs)
     rerouted = played.pop() if reroute_from != "none" else None
     rerouted_rows = {r["seed"]: r for r in _played(rerouted)} if rerouted else {}
