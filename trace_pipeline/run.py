@@ -46,6 +46,56 @@ def stage_inputs(
     }
 
 
+SHOWN_CHANGES = 4  # the changed inputs a rerun names before "and N more"
+
+
+def changed_inputs(before: Any, now: dict[str, Any]) -> str:
+    """What differs between the inputs a stage's manifest recorded and the ones it
+    is about to run with ("model: 'a.gguf' -> 'b.gguf'; collect's output"), so a
+    rerun that will play hours again says why before it starts ("" when the
+    manifest recorded none to compare)."""
+
+    def leaves(value: Any, key: str) -> dict[str, Any]:  # {"train.cold_start": 2}
+        if isinstance(value, dict) and value:
+            return {
+                k: v
+                for name, inner in value.items()
+                for k, v in leaves(inner, f"{key}.{name}" if key else str(name)).items()
+            }
+        return {key: value}
+
+    def flat(inputs: dict[str, Any]) -> dict[str, Any]:
+        upstream = inputs.get("upstream")
+        return {
+            **leaves(inputs.get("config"), ""),
+            **{
+                f"{name}'s output": value
+                for name, value in (
+                    upstream if isinstance(upstream, dict) else {}
+                ).items()
+            },
+            "the project's version": inputs.get("version"),
+        }
+
+    if not isinstance(before, dict) or not isinstance(before.get("config"), dict):
+        return ""
+    old, new = flat(before), flat(now)
+    changes = [
+        key
+        if key.endswith("'s output")
+        else f"{key}: {one_line(repr(old.get(key)))[:60]} -> "
+        f"{one_line(repr(new.get(key)))[:60]}"
+        for key in sorted(
+            old.keys() | new.keys(), key=lambda k: (k.endswith("output"), k)
+        )
+        if old.get(key) != new.get(key)
+    ]
+    more = len(changes) - SHOWN_CHANGES
+    return "; ".join(changes[:SHOWN_CHANGES]) + (
+        f"; and {more} more" if more > 0 else ""
+    )
+
+
 @dataclass(frozen=True)
 class StageStatus:
     """One stage's line of `trace status`."""
@@ -253,7 +303,15 @@ def run(
             if not redo and manifest is not None and manifest["key"] == key:
                 context.say(f"{label}: done, skipped")
                 continue
-            context.say(f"{label}: running")
+            changed = (
+                changed_inputs(manifest.get("inputs"), inputs)
+                if manifest is not None and not redo
+                else ""
+            )
+            context.say(
+                f"{label}: running"
+                + (f" (changed since it ran: {changed})" if changed else "")
+            )
             began = time.time()
             with folder.staging(stage.name) as staging:
                 result = stage.work(context, staging)

@@ -958,6 +958,12 @@ def test_a_retrain_replays_every_configuration_but_the_base_models(
     _, _, again = _rerun_changed(finished, tmp_path, "cold_start: 2", "cold_start: 3")
     assert again.returncode == 0, again.stderr[-2000:]
     assert again.stderr.count("done, skipped") == NAMES.index("train")
+    # each stage that runs again says why first
+    assert (
+        "train: running (changed since it ran: train.cold_start: 2 -> 3)"
+        in again.stderr
+    )
+    assert "evaluate: running (changed since it ran: " in again.stderr
     assert f"reusing the finished job {played['base'][0]}" in again.stderr
     for key in ("ties", "date_time_recovery", "permission_error_recovery"):
         assert not any(job in again.stderr for job in played[key]), key
@@ -1377,3 +1383,32 @@ def test_pre_registered_comparisons_are_their_own_holm_family(
         f"task_tokens: 128\n{no_best}",
     )
     assert unchosen.returncode == 2 and "needs protocol.best_single" in unchosen.stderr
+
+
+def test_a_stage_that_runs_again_names_what_changed() -> None:
+    """Nested settings are named by their dotted key, an earlier stage's new output
+    by its name, at most four then a count; nothing when the manifest recorded no
+    inputs to compare (one written by hand, or by an older version)."""
+    from trace_pipeline.run import changed_inputs
+
+    before = {
+        "config": {"model": "/work/m.gguf", "rollout": {"max_turns": 8, "top": 1}},
+        "upstream": {"collect": "aa"},
+        "version": "0.2.0",
+    }
+    now = {
+        "config": {"model": "m.gguf", "rollout": {"max_turns": 9, "top": 1}},
+        "upstream": {"collect": "bb"},
+        "version": "0.2.0",
+    }
+    assert changed_inputs(before, now) == (
+        "model: '/work/m.gguf' -> 'm.gguf'; rollout.max_turns: 8 -> 9; collect's output"
+    )
+    assert changed_inputs(before, before) == ""
+    assert changed_inputs(None, now) == changed_inputs({"config": 3}, now) == ""
+    many = {**now, "config": {f"k{i}": i for i in range(7)}}
+    assert changed_inputs(before, many).endswith("; and 7 more")  # 7 + 3 gone + 1
+    long = {**now, "config": {"model": "x" * 500 + "\n"}}
+    assert len(changed_inputs(before, long)) < 200 and "\n" not in changed_inputs(
+        before, long
+    )
