@@ -46,7 +46,8 @@ def _status(arguments: argparse.Namespace) -> int:
         kept = f", {row.jobs} finished job{'s' * (row.jobs != 1)} kept" * (
             row.state != "done" and row.jobs > 0
         )
-        print(f"{row.name:10s} {row.state}{took}{kept}")
+        why = f" (changed since it ran: {row.changed})" if row.changed else ""
+        print(f"{row.name:10s} {row.state}{took}{kept}{why}")
     return 0
 
 

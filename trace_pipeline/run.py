@@ -80,15 +80,18 @@ def changed_inputs(before: Any, now: dict[str, Any]) -> str:
     if not isinstance(before, dict) or not isinstance(before.get("config"), dict):
         return ""
     old, new = flat(before), flat(now)
+
+    def shown(inputs: dict[str, Any], key: str) -> str:  # a setting newer than the run
+        return one_line(repr(inputs[key]))[:60] if key in inputs else "(not recorded)"
+
     changes = [
         key
         if key.endswith("'s output")
-        else f"{key}: {one_line(repr(old.get(key)))[:60]} -> "
-        f"{one_line(repr(new.get(key)))[:60]}"
+        else f"{key}: {shown(old, key)} -> {shown(new, key)}"
         for key in sorted(
             old.keys() | new.keys(), key=lambda k: (k.endswith("output"), k)
         )
-        if old.get(key) != new.get(key)
+        if key not in old or key not in new or old[key] != new[key]
     ]
     more = len(changes) - SHOWN_CHANGES
     return "; ".join(changes[:SHOWN_CHANGES]) + (
@@ -105,6 +108,7 @@ class StageStatus:
     state: str
     wall_seconds: float | None
     jobs: int  # its finished jobs kept (a stage that is not done reuses them)
+    changed: str = ""  # a stale stage's inputs that changed since it ran
 
 
 def status(root: Path) -> list[StageStatus]:
@@ -132,16 +136,19 @@ def status(root: Path) -> list[StageStatus]:
     for stage in STAGES:
         manifest = folder.manifest(stage.name)
         jobs = folder.finished_jobs(stage.jobs)
+        changed = ""
         if manifest is None:
             written = (folder.stage(stage.name) / MANIFEST).is_file()
             state, seconds = "changed" if written else "missing", None
         else:
-            key = digest(stage_inputs(stage, config, folder))
-            state = "done" if manifest["key"] == key else "stale"
+            inputs = stage_inputs(stage, config, folder)
+            state = "done" if manifest["key"] == digest(inputs) else "stale"
             seconds = manifest.get("wall_seconds")
+            if state == "stale":
+                changed = changed_inputs(manifest.get("inputs"), inputs)
         if running and state != "done":  # a run does its stages in order
             state, running = "running", False
-        rows.append(StageStatus(stage.name, state, seconds, jobs))
+        rows.append(StageStatus(stage.name, state, seconds, jobs, changed))
     return rows
 
 

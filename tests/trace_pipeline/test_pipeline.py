@@ -222,13 +222,13 @@ def test_a_changed_setting_makes_its_stages_stale(
     changed.write_text(TINY.read_text().replace("cold_start: 2", "cold_start: 3"))
     (finished / "config.yaml").write_text(changed.read_text())
     try:
-        rows = dict(
-            line.split()[:2]
-            for line in _trace("status", str(finished)).stdout.splitlines()
-        )
+        shown = _trace("status", str(finished)).stdout.splitlines()
     finally:
         (finished / "config.yaml").write_text(TINY.read_text())
+    rows = dict(line.split()[:2] for line in shown)
     assert rows["collect"] == "done" and rows["train"] == "stale"
+    train = next(line for line in shown if line.startswith("train "))
+    assert train.endswith("(changed since it ran: train.cold_start: 2 -> 3)")
 
 
 def test_set_changes_a_value_for_one_run_and_the_run_keeps_what_it_ran(
@@ -1405,6 +1405,8 @@ def test_a_stage_that_runs_again_names_what_changed() -> None:
         "model: '/work/m.gguf' -> 'm.gguf'; rollout.max_turns: 8 -> 9; collect's output"
     )
     assert changed_inputs(before, before) == ""
+    newer = {**before, "config": {**before["config"], "protocol.primary": None}}
+    assert changed_inputs(before, newer) == "protocol.primary: (not recorded) -> None"
     assert changed_inputs(None, now) == changed_inputs({"config": 3}, now) == ""
     many = {**now, "config": {f"k{i}": i for i in range(7)}}
     assert changed_inputs(before, many).endswith("; and 7 more")  # 7 + 3 gone + 1
