@@ -64,35 +64,32 @@ def changed_inputs(before: Any, now: dict[str, Any]) -> str:
             }
         return {key: value}
 
-    def flat(inputs: dict[str, Any]) -> dict[str, Any]:
-        upstream = inputs.get("upstream")
-        return {
-            **leaves(inputs.get("config"), ""),
-            **{
-                f"{name}'s output": value
-                for name, value in (
-                    upstream if isinstance(upstream, dict) else {}
-                ).items()
-            },
-            "the project's version": inputs.get("version"),
+    def settings(inputs: dict[str, Any]) -> dict[str, Any]:
+        return leaves(inputs.get("config"), "") | {
+            "the project's version": inputs.get("version")
         }
 
-    if not isinstance(before, dict) or not isinstance(before.get("config"), dict):
-        return ""
-    old, new = flat(before), flat(now)
+    def upstream(inputs: dict[str, Any]) -> dict[str, Any]:
+        outputs = inputs.get("upstream")
+        return outputs if isinstance(outputs, dict) else {}
+
+    def differ(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+        return [
+            key
+            for key in sorted(old.keys() | new.keys())
+            if key not in old or key not in new or old[key] != new[key]
+        ]
 
     def shown(inputs: dict[str, Any], key: str) -> str:  # a setting newer than the run
         return one_line(repr(inputs[key]))[:60] if key in inputs else "(not recorded)"
 
+    if not isinstance(before, dict) or not isinstance(before.get("config"), dict):
+        return ""
+    old, new = settings(before), settings(now)
     changes = [
-        key
-        if key.endswith("'s output")
-        else f"{key}: {shown(old, key)} -> {shown(new, key)}"
-        for key in sorted(
-            old.keys() | new.keys(), key=lambda k: (k.endswith("output"), k)
-        )
-        if key not in old or key not in new or old[key] != new[key]
+        f"{key}: {shown(old, key)} -> {shown(new, key)}" for key in differ(old, new)
     ]
+    changes += [f"{name}'s output" for name in differ(upstream(before), upstream(now))]
     more = len(changes) - SHOWN_CHANGES
     return "; ".join(changes[:SHOWN_CHANGES]) + (
         f"; and {more} more" if more > 0 else ""

@@ -2,10 +2,11 @@
 
 The episodes are played in shards of at most `target.shard_episodes` seeds
 (even pieces, as evaluate's), each a job kept as it finishes (a killed run
-replays only the shard it was playing; `executor: ray` plays shards in parallel). Each episode becomes one record `factory analyze` reads (OpenAI messages,
-reward, success, the target's tools and expected actions); the target's true
-needs go in `metadata.needs` and in `truth.json` (the needs of each failed run),
-which only score the analysis, never feed it.
+replays only the shard it was playing; `executor: ray` plays shards in
+parallel). Each episode becomes one record `factory analyze` reads (OpenAI
+messages, reward, success, the target's tools and expected actions); the
+target's true needs go in `metadata.needs` and in `truth.json` (the needs of
+each failed run), which only score the analysis, never feed it.
 """
 
 from __future__ import annotations
